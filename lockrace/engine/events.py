@@ -1,0 +1,139 @@
+"""What the engine tells its consumers (the app, the CLI, tests).
+
+Every event is a small frozen dataclass.  Times are ``time.perf_counter_ns()``
+readings taken by the engine; ``elapsed_ns`` is measured around the driver
+call itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What a blocked statement waits for, as the server reports it."""
+
+    kind: str  # relation, tuple, transactionid, advisory, record, table, metadata, ...
+    mode: str = ""  # AccessExclusiveLock, ShareLock, X, X,REC_NOT_GAP, ...
+    relation: str = ""  # accounts
+    detail: str = ""  # row (0,1), index PRIMARY key 1, ...
+
+    def describe(self) -> str:
+        what = self.relation or self.kind
+        if self.kind in ("tuple", "record", "transactionid") and self.relation:
+            what = f"{self.relation} row"
+        parts = [what]
+        if self.detail:
+            parts.append(f"({self.detail})")
+        if self.kind == "metadata":
+            parts = [f"metadata lock on {self.relation or 'a table'}"]
+        elif self.kind == "relation":
+            parts = [f"table {self.relation}"]
+        elif self.kind == "advisory":
+            parts = [f"advisory lock {self.detail}".strip()]
+        if self.mode:
+            parts.append(self.mode)
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A wait budget in force for a statement: name and milliseconds (0 = none)."""
+
+    name: str
+    ms: float
+
+
+@dataclass
+class StatementResult:
+    """Everything a finished statement produced."""
+
+    outcome: str  # see lockrace.scenario.model.OUTCOMES
+    columns: list[str] = field(default_factory=list)
+    rows: list[tuple] = field(default_factory=list)
+    has_rows: bool = False
+    tag: str = ""  # PG: "UPDATE 1"; MySQL: "Query OK, 1 row affected"
+    rowcount: int = -1
+    code: str = ""  # SQLSTATE or MySQL errno
+    sqlstate: str = ""  # MySQL's SQLSTATE beside its errno (HY000, 40001, ...)
+    message: str = ""  # the server's primary message, exactly
+    detail: str = ""
+    severity: str = ""  # PG: ERROR / FATAL
+    elapsed_ns: int = 0
+    waited_ns: int = 0  # time the server reported the statement blocked
+    blocked_by: tuple[str, ...] = ()  # sessions that blocked it (last report)
+    lock: LockInfo | None = None
+    skipped_rows: int = 0
+    skipped_from: tuple[str, ...] = ()
+    budget: Budget | None = None
+    notices: list[str] = field(default_factory=list)
+    result_sets: list["StatementResult"] = field(default_factory=list)
+    """For multi-statement texts: every result set, in order (this object is the last)."""
+
+    @property
+    def elapsed_ms(self) -> float:
+        return self.elapsed_ns / 1e6
+
+    @property
+    def waited_ms(self) -> float:
+        return self.waited_ns / 1e6
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome not in ("ok", "skipped")
+
+
+@dataclass(frozen=True)
+class Event:
+    session: str
+    t_ns: int
+
+
+@dataclass(frozen=True)
+class StatementStarted(Event):
+    stmt_id: int
+    sql: str
+    budget: Budget | None = None
+
+
+@dataclass(frozen=True)
+class StatementBlocked(Event):
+    stmt_id: int
+    blockers: tuple[str, ...]
+    lock: LockInfo | None
+    since_ns: int = 0  # statement start
+
+
+@dataclass(frozen=True)
+class StatementUnblocked(Event):
+    stmt_id: int
+
+
+@dataclass(frozen=True)
+class StatementFinished(Event):
+    stmt_id: int
+    sql: str
+    result: StatementResult
+
+
+@dataclass(frozen=True)
+class SessionState(Event):
+    """Transaction state and budgets after a statement (or at connect)."""
+
+    txn: str  # idle, in transaction, failed transaction, closed
+    budgets: tuple[Budget, ...] = ()
+    ident: int = 0  # backend pid / thread id
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    text: str
+
+
+@dataclass(frozen=True)
+class ServerNote(Event):
+    """Something about the server or the race as a whole (session == "")."""
+
+    text: str
+    level: str = "info"

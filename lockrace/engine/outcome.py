@@ -1,0 +1,98 @@
+"""Decide a statement's outcome class from what the server returned.
+
+Pure functions, no I/O: the classifier looks only at the error the server
+sent (SQLSTATE or MySQL errno, and message) and at what the statement asked
+for (NOWAIT, WAIT n, SKIP LOCKED).
+
+MySQL 8 codes come from MySQL's error reference, since no MySQL 8 server can be
+installed where lockrace is developed:
+  3572 ER_LOCK_NOWAIT        "Statement aborted because lock(s) could not be
+                              acquired immediately and NOWAIT is set."
+  1205 ER_LOCK_WAIT_TIMEOUT  "Lock wait timeout exceeded; try restarting transaction"
+  1213 ER_LOCK_DEADLOCK      "Deadlock found when trying to get lock; try
+                              restarting transaction"
+  3024 ER_QUERY_TIMEOUT      "Query execution was interrupted, maximum statement
+                              execution time exceeded"
+  1317 ER_QUERY_INTERRUPTED  "Query execution was interrupted"
+MariaDB answers NOWAIT / WAIT 0 with 1205 at once, and max_statement_time
+with 1969 ER_STATEMENT_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NOWAIT_RE = re.compile(r"\bNOWAIT\b", re.IGNORECASE)
+_WAIT_RE = re.compile(r"\bWAIT\s+(\d+(?:\.\d*)?)\b", re.IGNORECASE)
+_SKIP_RE = re.compile(r"\bSKIP\s+LOCKED\b", re.IGNORECASE)
+
+# client-side errors that mean the connection is gone (pymysql / libmysql CR_*)
+MYSQL_CONNECTION_ERRORS = {2006, 2013, 2055, 2003, 2002, 4031, 1927, 1053}
+PG_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "25P03")
+
+
+def asks_nowait(sql: str) -> bool:
+    return bool(_NOWAIT_RE.search(_strip_literals(sql)))
+
+
+def wait_clause(sql: str) -> float | None:
+    """MariaDB ``WAIT n`` seconds in the statement, if any."""
+    m = _WAIT_RE.search(_strip_literals(sql))
+    return float(m.group(1)) if m else None
+
+
+def asks_skip_locked(sql: str) -> bool:
+    return bool(_SKIP_RE.search(_strip_literals(sql)))
+
+
+def _strip_literals(sql: str) -> str:
+    sql = re.sub(r"'(?:[^']|'')*'", "''", sql)
+    return re.sub(r"--[^\n]*", "", sql)
+
+
+def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> str:
+    if not sqlstate:
+        return "connection_lost" if connection_closed else "error"
+    if sqlstate == "55P03":
+        if "lock timeout" in message:
+            return "timed_out"
+        return "refused"
+    if sqlstate == "40P01":
+        return "deadlock"
+    if sqlstate == "57014":
+        if "statement timeout" in message:
+            return "statement_timeout"
+        if "user request" in message:
+            return "cancelled"
+        return "cancelled"
+    if sqlstate.startswith(PG_CONNECTION_STATES) or connection_closed:
+        return "connection_lost"
+    return "error"
+
+
+def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0) -> str:
+    if errno is None:
+        return "error"
+    if errno == 3572:
+        return "refused"
+    if errno == 1205:
+        wait = wait_clause(sql)
+        if asks_nowait(sql) or (wait is not None and wait == 0):
+            return "refused"
+        return "timed_out"
+    if errno == 1213:
+        return "deadlock"
+    if errno in (3024, 1969):
+        return "statement_timeout"
+    if errno == 1317:
+        return "cancelled"
+    if errno in MYSQL_CONNECTION_ERRORS:
+        return "connection_lost"
+    return "error"
+
+
+def with_skip(outcome: str, sql: str, skipped_rows: int) -> str:
+    """An ok SKIP LOCKED read that passed over locked rows is ``skipped``."""
+    if outcome == "ok" and skipped_rows > 0 and asks_skip_locked(sql):
+        return "skipped"
+    return outcome

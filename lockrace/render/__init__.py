@@ -1,0 +1,1 @@
+"""Writers around the engine's results: seed-style transcripts, JSON, tables."""

@@ -1,0 +1,48 @@
+"""A scenario run as JSON (``lockrace run --format json``)."""
+
+from __future__ import annotations
+
+from ..engine.runner import RunReport
+
+
+def report_dict(report: RunReport, origin: str = "") -> dict:
+    steps = []
+    for rec in report.records:
+        res = rec.result
+        item = {
+            "step": rec.step.name,
+            "session": rec.step.session,
+            "sql": rec.step.sql,
+            "outcome": res.outcome if res else None,
+            "problem": rec.problem or None,
+            "failures": rec.failures,
+        }
+        if res is not None:
+            item.update({
+                "code": res.code or None,
+                "message": res.message or None,
+                "tag": res.tag or None,
+                "columns": res.columns if res.has_rows else None,
+                "rows": [list(r) for r in res.rows] if res.has_rows else None,
+                "elapsed_ms": round(res.elapsed_ns / 1e6, 3),
+                "waited_ms": round(res.waited_ns / 1e6, 3),
+                "blocked": rec.was_blocked,
+                "blocked_by": list(rec.blockers),
+                "lock": res.lock.describe() if res.lock else None,
+                "budget": {"name": res.budget.name, "ms": res.budget.ms} if res.budget else None,
+                "skipped_rows": res.skipped_rows,
+                "skipped_from": list(res.skipped_from),
+                "txn_after": rec.txn_after,
+            })
+        steps.append(item)
+    return {
+        "scenario": report.scenario.name,
+        "title": report.scenario.title,
+        "flavor": report.flavor,
+        "server": report.server,
+        "origin": origin,
+        "passed": report.passed,
+        "failures": report.failures,
+        "wall_ms": round(report.wall_ns / 1e6, 3),
+        "steps": steps,
+    }

@@ -1,0 +1,52 @@
+"""Result sets as text, psql's aligned style (the seeds' transcripts use it)."""
+
+from __future__ import annotations
+
+import re
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def _cell(value) -> str:
+    return "" if value is None else str(value)
+
+
+def aligned(columns: list[str], rows: list[tuple]) -> list[str]:
+    """psql-style table: centred headers, numbers right-aligned, a row count."""
+    texts = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in texts]) for i, c in enumerate(columns)]
+    numeric = [bool(texts) and all(_NUMBER.match(r[i]) or r[i] == "" for r in texts) for i in range(len(columns))]
+    header = " | ".join(c.center(w) for c, w in zip(columns, widths))
+    lines = [" " + header.rstrip() if header.strip() else "", "-" + "-+-".join("-" * w for w in widths) + "-"]
+    for r in texts:
+        cells = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(r, widths, numeric)]
+        lines.append((" " + " | ".join(cells)).rstrip())
+    n = len(rows)
+    lines.append(f"({n} row{'s' if n != 1 else ''})")
+    return lines
+
+
+def result_lines(result, flavor: str) -> list[str]:
+    """What a client would print for one finished statement."""
+    if result.code or (result.failed and result.message):
+        return [error_line(result, flavor)]
+    out: list[str] = []
+    for rs in result.result_sets or [result]:
+        if rs.has_rows:
+            if flavor != "postgres" and not rs.rows:
+                out.append("Empty set")
+            else:
+                out.extend(aligned(rs.columns, rs.rows))
+        elif rs.tag:
+            out.append(rs.tag)
+    return out
+
+
+def error_line(result, flavor: str) -> str:
+    if flavor == "postgres":
+        if result.code:
+            return f"{result.severity or 'ERROR'}: {result.code}: {result.message}"
+        return f"ERROR: {result.message}"
+    if result.code:
+        return f"ERROR {result.code} ({result.sqlstate or 'HY000'}): {result.message}"
+    return f"ERROR: {result.message}"

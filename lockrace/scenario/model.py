@@ -1,0 +1,198 @@
+"""The one Scenario model every reader produces and every writer consumes.
+
+A scenario is a set of sessions (A, B, ... or any names an isolation spec
+uses), global setup/teardown SQL, steps (one SQL text run by one session) and
+one or more permutations: the order in which steps are run.  Our own text
+format has exactly one permutation, the order of the steps in the file;
+PostgreSQL isolation specs may have many.
+
+Expectations are attached to steps.  Each expectation may be limited to a
+flavor ("postgres", "mysql" = any MySQL-family server, "mariadb", "mysql8"),
+so that a scenario records where MariaDB and MySQL 8 really differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENGINES = ("postgres", "mysql")
+FLAVORS = ("postgres", "mysql", "mariadb", "mysql8")
+
+OUTCOMES = (
+    "ok",
+    "timed_out",
+    "refused",
+    "skipped",
+    "deadlock",
+    "statement_timeout",
+    "cancelled",
+    "error",
+    "connection_lost",
+)
+
+TXN_STATES = ("idle", "in transaction", "failed transaction")
+
+
+def flavor_matches(wanted: str | None, flavor: str) -> bool:
+    """Does an expectation written for ``wanted`` apply on a server of ``flavor``?
+
+    ``flavor`` is the concrete server flavor: postgres, mariadb or mysql8.
+    """
+    if wanted is None:
+        return True
+    if wanted == flavor:
+        return True
+    return wanted == "mysql" and flavor in ("mariadb", "mysql8")
+
+
+def engine_of(flavor: str) -> str:
+    return "postgres" if flavor == "postgres" else "mysql"
+
+
+@dataclass
+class Expectation:
+    """One thing a step must show once it completes.
+
+    ``key`` is one of: outcome, code, message, rows, row, tag, blocked_by,
+    completes_after, txn, skipped.  ``value`` is the text from the file (for
+    ``row`` the cells, split on ``|``).
+    """
+
+    key: str
+    value: object
+    flavor: str | None = None
+    line: int | None = None
+
+    def describe(self) -> str:
+        scope = f"[{self.flavor}]" if self.flavor else ""
+        value = " | ".join(self.value) if isinstance(self.value, list) else self.value
+        return f"{self.key}{scope}: {value}"
+
+
+@dataclass
+class Step:
+    name: str
+    session: str
+    sql: str
+    expectations: list[Expectation] = field(default_factory=list)
+    note: str = ""
+    """Narration shown before the step (the seeds' prose between statements)."""
+    comment: str = ""
+    """A trailing ``-- comment`` on the step line, shown beside the statement."""
+    line: int | None = None
+
+    def applicable(self, flavor: str) -> list[Expectation]:
+        """The expectations that apply on ``flavor``.
+
+        A flavor-specific expectation replaces a generic one with the same key
+        (so ``code[mariadb]: 1205`` overrides ``code: 3572`` on MariaDB).
+        """
+        chosen: dict[str, list[Expectation]] = {}
+        specificity: dict[str, int] = {}
+        for exp in self.expectations:
+            if not flavor_matches(exp.flavor, flavor):
+                continue
+            rank = 0 if exp.flavor is None else (1 if exp.flavor == "mysql" else 2)
+            if rank > specificity.get(exp.key, -1):
+                chosen[exp.key] = [exp]
+                specificity[exp.key] = rank
+            elif rank == specificity[exp.key]:
+                chosen[exp.key].append(exp)
+        return [e for group in chosen.values() for e in group]
+
+    def expects_blocking(self, flavor: str) -> bool:
+        """Will this step be left waiting while later steps run?
+
+        Only ``completes-after`` says so: a step that merely expects to be
+        blocked (``blocked-by``) and then to time out is waited for.
+        """
+        return any(e.key == "completes_after" for e in self.applicable(flavor))
+
+
+@dataclass
+class Blocker:
+    """An isolation-spec permutation marker: ``step(*)``, ``step(other)``,
+    ``step(other notices N)``."""
+
+    step: str | None = None  # None for "*"
+    notices: int | None = None
+
+
+@dataclass
+class PermutationEntry:
+    step: str
+    blockers: list[Blocker] = field(default_factory=list)
+
+
+@dataclass
+class SessionDef:
+    name: str
+    setup: list[str] = field(default_factory=list)
+    teardown: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Scenario:
+    name: str
+    title: str = ""
+    lesson: str = ""
+    engines: list[str] = field(default_factory=lambda: ["postgres"])
+    source: str = ""
+    setup: dict[str | None, list[str]] = field(default_factory=dict)
+    """Setup SQL blocks per flavor (None = every flavor)."""
+    teardown: dict[str | None, list[str]] = field(default_factory=dict)
+    sessions: list[SessionDef] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    permutations: list[list[PermutationEntry]] | None = None
+    """None means: run the steps in file order (our format).  An isolation
+    spec with no permutation lines gets every interleaving filled in here by
+    its reader."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """Server settings the scenario needs on a private server (e.g. MariaDB
+    plugins); a server lockrace did not start is left alone."""
+    path: Path | None = None
+    kind: str = "scenario"  # "scenario" or "isolation-spec"
+
+    def session_names(self) -> list[str]:
+        names = [s.name for s in self.sessions]
+        for step in self.steps:
+            if step.session not in names:
+                names.append(step.session)
+        return names
+
+    def session(self, name: str) -> SessionDef:
+        for s in self.sessions:
+            if s.name == name:
+                return s
+        s = SessionDef(name)
+        self.sessions.append(s)
+        return s
+
+    def step(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(name)
+
+    def setup_for(self, flavor: str) -> list[str]:
+        return _pick(self.setup, flavor)
+
+    def teardown_for(self, flavor: str) -> list[str]:
+        return _pick(self.teardown, flavor)
+
+    def runs_on(self, engine: str) -> bool:
+        return engine in self.engines
+
+    def order(self) -> list[list[PermutationEntry]]:
+        if self.permutations is not None:
+            return self.permutations
+        return [[PermutationEntry(step.name) for step in self.steps]]
+
+
+def _pick(blocks: dict[str | None, list[str]], flavor: str) -> list[str]:
+    """Most specific matching block wins: mariadb > mysql > generic."""
+    for key in (flavor, "mysql" if flavor in ("mariadb", "mysql8") else None, None):
+        if key in blocks:
+            return blocks[key]
+    return []

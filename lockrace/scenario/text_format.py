@@ -1,0 +1,316 @@
+"""lockrace's own scenario format (``.race``): read and write.
+
+The format stays close to the seed transcripts so that a person can read and
+write it by hand::
+
+    title: NOWAIT: fail fast
+    engines: postgres
+    lesson:
+        Can this locking read acquire the required row locks without waiting?
+    setup:
+        CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
+        INSERT INTO accounts VALUES (1, 100);
+    teardown:
+        DROP TABLE IF EXISTS accounts;
+
+    A> BEGIN;
+    A> SELECT id FROM accounts WHERE id = 1 FOR UPDATE;
+        rows: 1
+    B> SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT;  -- refused at once
+        expect: refused
+        code: 55P03
+        code[mariadb]: 1205
+    note: Once A is done, the same statement succeeds.
+    A> COMMIT;
+
+Header keys are ``title``, ``engines``, ``source``, ``lesson``, ``setup`` and
+``teardown`` (the last two may carry a flavor: ``setup[mysql]:``).  A value
+may follow the colon or continue on indented lines.  A step starts with
+``NAME> `` at the left margin and runs until a line ending in ``;``.  Indented
+``key: value`` lines after a step are its expectations (see ``EXPECT_KEYS``);
+``key[flavor]:`` limits one to postgres, mysql (MariaDB and MySQL), mariadb or
+mysql8.  ``note:`` lines narrate between steps.  ``#`` starts a comment line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import ScenarioError
+from .model import ENGINES, FLAVORS, OUTCOMES, TXN_STATES, Expectation, Scenario, Step
+
+HEADER_KEYS = ("title", "engines", "source", "lesson", "setup", "teardown")
+EXPECT_KEYS = {
+    "expect": "outcome",  # ok, timed_out, refused, skipped, deadlock, ...
+    "code": "code",  # SQLSTATE (55P03) or MySQL errno (1205)
+    "message": "message",  # the server's exact primary message
+    "rows": "rows",  # number of rows returned
+    "row": "row",  # one expected row, cells split on |
+    "tag": "tag",  # command tag, e.g. UPDATE 1
+    "blocked-by": "blocked_by",  # the server reports this step waiting on that session
+    "completes-after": "completes_after",  # finishes only after step N ran
+    "txn": "txn",  # transaction state afterwards
+    "skipped": "skipped",  # how many rows SKIP LOCKED passed over
+}
+_KEY_NAMES = {v: k for k, v in EXPECT_KEYS.items()}
+
+_STEP_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]{0,15})>\s?(.*)$")
+_KEY_RE = re.compile(r"^([a-z][a-z-]*)(?:\[([a-z0-9]+)\])?:\s?(.*)$")
+
+
+def read_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(path, None, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise ScenarioError(path, None, f"cannot read: {exc.strerror}") from None
+    return parse_scenario(text, path=path, name=path.stem)
+
+
+def parse_scenario(text: str, *, path: str | Path | None = None, name: str = "scenario") -> Scenario:
+    return _Parser(text, path, name).parse()
+
+
+class _Parser:
+    def __init__(self, text: str, path, name: str):
+        self.lines = text.splitlines()
+        self.path = path
+        self.scenario = Scenario(name=name, engines=[], path=Path(path) if path else None)
+        self.i = 0
+
+    def error(self, lineno: int | None, message: str) -> ScenarioError:
+        return ScenarioError(self.path, lineno, message)
+
+    def parse(self) -> Scenario:
+        sc = self.scenario
+        pending_note: list[str] = []
+        seen_header: set[str] = set()
+        if "\x00" in "".join(self.lines):
+            raise self.error(None, "binary data, not a scenario")
+        while self.i < len(self.lines):
+            raw = self.lines[self.i]
+            lineno = self.i + 1
+            self.i += 1
+            stripped = raw.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            if raw[0] in " \t":
+                if sc.steps:
+                    self._expectation(sc.steps[-1], stripped, lineno)
+                    continue
+                raise self.error(lineno, "indented line outside a header block or step")
+            m = _STEP_RE.match(raw)
+            if m and not _KEY_RE.match(raw):
+                step = self._step(m.group(1), m.group(2), lineno)
+                step.note = "\n".join(pending_note)
+                pending_note = []
+                sc.steps.append(step)
+                continue
+            km = _KEY_RE.match(raw)
+            if not km:
+                raise self.error(lineno, f"expected 'key: value' or a step 'A> SQL;', got {stripped[:40]!r}")
+            key, flavor, value = km.group(1), km.group(2), km.group(3).strip()
+            if key == "steps":
+                continue
+            if key == "note":
+                pending_note.append(self._block(value))
+                continue
+            if key not in HEADER_KEYS:
+                if key in EXPECT_KEYS:
+                    raise self.error(lineno, f"'{key}:' must be indented under a step")
+                raise self.error(lineno, f"unknown key '{key}' (known: {', '.join(HEADER_KEYS + ('note',))})")
+            if sc.steps:
+                raise self.error(lineno, f"'{key}:' must come before the first step")
+            if flavor is not None and key not in ("setup", "teardown"):
+                raise self.error(lineno, f"'{key}' takes no [flavor]")
+            if flavor is not None and flavor not in FLAVORS:
+                raise self.error(lineno, f"unknown flavor '{flavor}' (known: {', '.join(FLAVORS)})")
+            tag = f"{key}[{flavor}]" if flavor else key
+            if tag in seen_header:
+                raise self.error(lineno, f"'{tag}:' given twice")
+            seen_header.add(tag)
+            block = self._block(value)
+            if key == "title":
+                sc.title = block
+            elif key == "source":
+                sc.source = block
+            elif key == "lesson":
+                sc.lesson = block
+            elif key == "engines":
+                engines = [e.strip() for e in re.split(r"[,\s]+", block) if e.strip()]
+                bad = [e for e in engines if e not in ENGINES]
+                if bad or not engines:
+                    raise self.error(lineno, f"engines must be among {', '.join(ENGINES)}, got {block!r}")
+                sc.engines = engines
+            else:
+                target = sc.setup if key == "setup" else sc.teardown
+                target[flavor] = [block] if block else []
+        if pending_note:
+            sc.steps and setattr(sc, "epilogue", "\n".join(pending_note))
+        if not sc.steps:
+            raise self.error(len(self.lines) or None, "no steps: a scenario needs at least one 'A> SQL;' line")
+        if not sc.engines:
+            raise self.error(1, "missing 'engines:' (postgres, mysql or both)")
+        self._check_references()
+        for name in sc.session_names():
+            sc.session(name)
+        return sc
+
+    def _block(self, first: str) -> str:
+        """A value: the rest of the line plus following indented lines."""
+        parts = [first] if first else []
+        indent: int | None = None
+        while self.i < len(self.lines):
+            raw = self.lines[self.i]
+            if raw.strip() == "":
+                # a blank line inside a block continues it only if more indented lines follow
+                j = self.i
+                while j < len(self.lines) and not self.lines[j].strip():
+                    j += 1
+                if j < len(self.lines) and self.lines[j][:1] in (" ", "\t"):
+                    parts.extend([""] * (j - self.i))
+                    self.i = j
+                    continue
+                break
+            if raw[0] not in " \t":
+                break
+            width = len(raw) - len(raw.lstrip())
+            indent = width if indent is None else min(indent, width)
+            parts.append(raw[indent:].rstrip())
+            self.i += 1
+        return "\n".join(parts).strip("\n")
+
+    def _step(self, session: str, rest: str, lineno: int) -> Step:
+        sql_lines = [rest]
+        while not _statement_ends(sql_lines[-1]):
+            if self.i >= len(self.lines):
+                raise self.error(lineno, f"step for session {session} never ends: missing ';'")
+            nxt = self.lines[self.i]
+            if not nxt.strip():
+                raise self.error(lineno, f"step for session {session} is not terminated with ';' before a blank line")
+            if _KEY_RE.match(nxt.strip()) and nxt.strip().split(":")[0].split("[")[0] in EXPECT_KEYS:
+                raise self.error(lineno, f"step for session {session} is not terminated with ';'")
+            sql_lines.append(nxt.rstrip())
+            self.i += 1
+        sql_lines[-1], comment = _split_comment(sql_lines[-1])
+        sql = "\n".join(sql_lines).strip()
+        if sql in ("", ";"):
+            raise self.error(lineno, "empty statement")
+        return Step(
+            name=str(len(self.scenario.steps) + 1),
+            session=session,
+            sql=sql,
+            comment=comment,
+            line=lineno,
+        )
+
+    def _expectation(self, step: Step, text: str, lineno: int) -> None:
+        km = _KEY_RE.match(text)
+        if not km:
+            raise self.error(lineno, f"expected an indented 'key: value' under step {step.name}, got {text[:40]!r}")
+        key, flavor, value = km.group(1), km.group(2), km.group(3).strip()
+        if key not in EXPECT_KEYS:
+            raise self.error(lineno, f"unknown expectation '{key}' (known: {', '.join(EXPECT_KEYS)})")
+        if flavor is not None and flavor not in FLAVORS:
+            raise self.error(lineno, f"unknown flavor '{flavor}' (known: {', '.join(FLAVORS)})")
+        field_name = EXPECT_KEYS[key]
+        parsed: object = value
+        if field_name == "outcome":
+            if value not in OUTCOMES:
+                raise self.error(lineno, f"unknown outcome '{value}' (known: {', '.join(OUTCOMES)})")
+        elif field_name in ("rows", "skipped", "completes_after"):
+            if not value.isdigit():
+                raise self.error(lineno, f"'{key}' needs a whole number, got {value!r}")
+            parsed = int(value)
+            if field_name == "completes_after" and not 1 <= parsed <= len(self.scenario.steps) + 1000:
+                raise self.error(lineno, "completes-after needs a step number")
+        elif field_name == "row":
+            parsed = [cell.strip() for cell in value.split("|")]
+        elif field_name == "txn":
+            if value not in TXN_STATES:
+                raise self.error(lineno, f"txn must be one of: {', '.join(TXN_STATES)}")
+        elif field_name == "code":
+            if not re.fullmatch(r"[0-9A-Z]{5}|\d{1,5}", value):
+                raise self.error(lineno, f"code must be a SQLSTATE (55P03) or a MySQL errno (1205), got {value!r}")
+        elif not value:
+            raise self.error(lineno, f"'{key}' needs a value")
+        step.expectations.append(Expectation(field_name, parsed, flavor, lineno))
+
+    def _check_references(self) -> None:
+        count = len(self.scenario.steps)
+        names = set(self.scenario.session_names())
+        for step in self.scenario.steps:
+            for exp in step.expectations:
+                if exp.key == "completes_after" and not int(step.name) < exp.value <= count:
+                    raise self.error(exp.line, f"completes-after: {exp.value} must name a later step (up to {count})")
+                if exp.key == "blocked_by":
+                    for who in re.split(r"[,\s]+", str(exp.value)):
+                        if who and who not in names:
+                            raise self.error(exp.line, f"blocked-by: no session named {who}")
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    """Split a trailing ``-- comment`` off the last line of a statement."""
+    in_quote = False
+    for idx, ch in enumerate(line):
+        if ch == "'":
+            in_quote = not in_quote
+        elif not in_quote and line.startswith("--", idx):
+            return line[:idx].rstrip(), line[idx + 2 :].strip()
+    return line.rstrip(), ""
+
+
+def _statement_ends(line: str) -> bool:
+    body, _ = _split_comment(line)
+    return body.rstrip().endswith(";")
+
+
+# --------------------------------------------------------------------- writer
+
+
+def write_scenario(sc: Scenario) -> str:
+    """Render a Scenario in the ``.race`` format; ``parse_scenario`` reads it back."""
+    out: list[str] = []
+    if sc.title:
+        out.append(f"title: {sc.title}")
+    out.append(f"engines: {', '.join(sc.engines)}")
+    if sc.source:
+        out.extend(_value("source", sc.source))
+    if sc.lesson:
+        out.extend(_value("lesson", sc.lesson, force_block=True))
+    for key, blocks in (("setup", sc.setup), ("teardown", sc.teardown)):
+        for flavor, sqls in blocks.items():
+            tag = f"{key}[{flavor}]" if flavor else key
+            out.extend(_value(tag, "\n".join(sqls), force_block=True))
+    out.append("")
+    for step in sc.steps:
+        if step.note:
+            out.extend(_value("note", step.note))
+        sql = step.sql if step.sql.rstrip().endswith(";") else step.sql.rstrip() + ";"
+        first, *rest = sql.splitlines()
+        comment = f"  -- {step.comment}" if step.comment else ""
+        if rest:
+            out.append(f"{step.session}> {first}")
+            out.extend(rest[:-1])
+            out.append(rest[-1] + comment)
+        else:
+            out.append(f"{step.session}> {first}{comment}")
+        for exp in step.expectations:
+            key = _KEY_NAMES[exp.key]
+            scope = f"[{exp.flavor}]" if exp.flavor else ""
+            value = " | ".join(exp.value) if isinstance(exp.value, list) else exp.value
+            out.append(f"    {key}{scope}: {value}")
+    epilogue = getattr(sc, "epilogue", "")
+    if epilogue:
+        out.extend(_value("note", epilogue))
+    return "\n".join(out) + "\n"
+
+
+def _value(key: str, text: str, force_block: bool = False) -> list[str]:
+    lines = text.splitlines() or [""]
+    if len(lines) == 1 and not force_block:
+        return [f"{key}: {lines[0]}"]
+    return [f"{key}:"] + [("    " + line) if line else "" for line in lines]

@@ -1,0 +1,152 @@
+"""A private MariaDB (or MySQL) instance from ``mariadbd`` / ``mysqld`` on PATH.
+
+Initialised once into a cached template, then copied into a temp dir for each
+run; it listens on a Unix socket only (no TCP port), with root and an empty
+password, and is stopped and removed on exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pymysql
+
+from .process import (
+    PrivateServer,
+    ServerStartError,
+    cache_dir,
+    copy_template,
+    install_template,
+    make_staging,
+    run_user,
+    template_lock,
+)
+
+_SEARCH = ("/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin", "/usr/libexec")
+
+NO_SERVER_MESSAGE = (
+    "no MariaDB/MySQL server available: install one so that 'mariadbd' or 'mysqld' is on PATH"
+    " (for example: apt-get install mariadb-server), or point lockrace at a running server with"
+    " --mysql mysql://user@host:port or LOCKRACE_MYSQL_DSN"
+)
+
+
+def find_server_binary() -> tuple[str, Path]:
+    """('mariadb'|'mysql', path) of the server binary, or ServerStartError."""
+    path = os.environ.get("PATH", "")
+    search = os.pathsep.join([path, *_SEARCH])
+    for name, flavor in (("mariadbd", "mariadb"), ("mysqld", "mysql")):
+        found = shutil.which(name, path=search)
+        if found:
+            resolved = Path(found).resolve()
+            # On Debian mysqld is a link to mariadbd
+            if flavor == "mysql" and "mariadb" in resolved.name:
+                flavor = "mariadb"
+            return flavor, Path(found)
+    raise ServerStartError(NO_SERVER_MESSAGE)
+
+
+def _version(binary: Path) -> str:
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True)
+    words = out.stdout.split()
+    return words[words.index("Ver") + 1] if "Ver" in words else "unknown"
+
+
+class PrivateMySQL(PrivateServer):
+    kind = "mysql"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flavor, self.binary = find_server_binary()
+
+    @property
+    def socket(self) -> Path:
+        assert self.dir is not None
+        return self.dir / "mysqld.sock"
+
+    def connect_kwargs(self) -> dict:
+        return {"unix_socket": str(self.socket), "user": "root", "password": ""}
+
+    def _plugin_dir(self) -> Path | None:
+        for candidate in ("/usr/lib/mysql/plugin", "/usr/lib64/mysql/plugin", "/usr/local/mysql/lib/plugin"):
+            if Path(candidate).is_dir():
+                return Path(candidate)
+        return None
+
+    def _template(self) -> Path:
+        version = _version(self.binary).replace("/", "_")
+        template = cache_dir() / f"{self.flavor}-{version}-template"
+        if (template / "mysql").is_dir():
+            return template
+        with template_lock(template):
+            if (template / "mysql").is_dir():
+                return template
+            user = run_user()
+            staging = make_staging(user)
+            data = staging / "data"
+            uname = user.pw_name if user else None
+            if self.flavor == "mariadb":
+                installer = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+                if not installer:
+                    raise ServerStartError("mariadbd is installed but mariadb-install-db is not; cannot initialise a private MariaDB")
+                argv = [installer, "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
+                        "--skip-test-db", "--skip-name-resolve"]
+                if uname:
+                    argv.append(f"--user={uname}")
+            else:
+                argv = [str(self.binary), "--no-defaults", "--initialize-insecure", f"--datadir={data}"]
+                if uname:
+                    argv.append(f"--user={uname}")
+            try:
+                res = subprocess.run(argv, capture_output=True, text=True)
+                if res.returncode != 0:
+                    tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+                    raise ServerStartError(f"initialising the private {self.flavor} data directory failed: {tail[0]}")
+                install_template(data, template)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        return template
+
+    def _prepare(self, workdir: Path) -> list[str]:
+        data = workdir / "data"
+        data.mkdir()
+        copy_template(self._template(), data)
+        return self._argv(workdir)
+
+    def _argv(self, workdir: Path) -> list[str]:
+        argv = [
+            str(self.binary), "--no-defaults", f"--datadir={workdir / 'data'}", f"--socket={self.socket}",
+            "--skip-networking", f"--pid-file={workdir / 'mysqld.pid'}", f"--log-error={workdir / 'server.err'}",
+            "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin",
+            "--max-connections=200", "--lc-messages=en_US",
+        ]
+        if self.user is not None:
+            argv.append(f"--user={self.user.pw_name}")
+        plugins = self._plugin_dir()
+        if self.flavor == "mariadb" and plugins and (plugins / "metadata_lock_info.so").exists():
+            # lets the monitor name who holds a metadata lock (ALTER TABLE waits)
+            argv += [f"--plugin-dir={plugins}", "--plugin-load-add=metadata_lock_info"]
+        if self.flavor == "mysql":
+            argv.append("--performance-schema=ON")
+        return argv
+
+    def log_tail(self, lines: int = 3) -> str:
+        err = self.dir / "server.err" if self.dir else None
+        if err and err.exists():
+            text = err.read_text(errors="replace").strip().splitlines()
+            errors = [line for line in text if "ERROR" in line] or text
+            return " | ".join(line.strip() for line in errors[-lines:])
+        return super().log_tail(lines)
+
+    def _ready(self) -> bool:
+        if not self.socket.exists():
+            return False
+        try:
+            conn = pymysql.connect(**self.connect_kwargs(), connect_timeout=2)
+            conn.close()
+            return True
+        except pymysql.err.OperationalError:
+            return False

@@ -1,0 +1,216 @@
+"""Shared plumbing for the private servers lockrace starts itself.
+
+A private server lives in its own temporary directory (data, socket, log),
+runs as an unprivileged user when lockrace runs as root (PostgreSQL refuses to
+run as root), is stopped on exit, and its directory is removed.  A template
+data directory, initialised once, is kept in the user's cache so that later
+starts only copy it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+_live: list["PrivateServer"] = []
+
+
+class ServerStartError(Exception):
+    """A private server could not be started: one clear sentence."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lockrace"
+
+
+def run_user() -> pwd.struct_passwd | None:
+    """The user a private server runs as: ourselves, or 'nobody' when we are root."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("nobody",):
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            continue
+    raise ServerStartError("running as root but there is no 'nobody' user to run a private server as")
+
+
+def chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
+    if user is None:
+        return
+    for root, dirs, files in os.walk(path):
+        os.chown(root, user.pw_uid, user.pw_gid)
+        for name in files:
+            os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class PrivateServer:
+    """A server process lockrace owns: started in a temp dir, stopped on exit."""
+
+    kind = "server"
+    stop_signal = signal.SIGTERM
+
+    def __init__(self) -> None:
+        self.dir: Path | None = None
+        self.proc: subprocess.Popen | None = None
+        self.user = run_user()
+        self.log_path: Path | None = None
+
+    # subclasses fill these in
+    def _prepare(self, workdir: Path) -> list[str]:
+        raise NotImplementedError
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=f"lockrace-{self.kind}-"))
+        try:
+            argv = self._prepare(self.dir)
+            chown_tree(self.dir, self.user)
+            self.log_path = self.dir / "server.log"
+            log = open(self.log_path, "ab")
+            # Tie the server's life to ours only when started from the main
+            # thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits.
+            main = threading.current_thread() is threading.main_thread()
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                user=self.user.pw_uid if self.user else None,
+                group=self.user.pw_gid if self.user else None,
+                preexec_fn=_die_with_parent if main else None,
+                start_new_session=True,  # a Ctrl-C in the terminal reaches lockrace, not the server
+            )
+            log.close()
+            _live.append(self)
+            deadline = time.monotonic() + timeout
+            while not self._ready():
+                if self.proc.poll() is not None:
+                    raise ServerStartError(
+                        f"the private {self.kind} server exited at start (code {self.proc.returncode}):"
+                        f" {self.log_tail()}"
+                    )
+                if time.monotonic() > deadline:
+                    raise ServerStartError(f"the private {self.kind} server did not start within {timeout:.0f} s: {self.log_tail()}")
+                time.sleep(0.01)
+        except BaseException:
+            self.stop()
+            raise
+
+    def log_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace") if self.log_path else ""
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.send_signal(self.stop_signal)
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+            except ProcessLookupError:
+                pass
+        if self in _live:
+            _live.remove(self)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def kill(self) -> None:
+        """Kill the server abruptly (fault tests: 'the server dies mid-race')."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+    def restart(self) -> None:
+        """Start again on the same data directory after a stop or crash."""
+        assert self.dir is not None, "restart needs the data directory of an earlier start"
+        if self.running:
+            self.kill()
+        argv = self._argv(self.dir)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            user=self.user.pw_uid if self.user else None,
+            group=self.user.pw_gid if self.user else None,
+            start_new_session=True,
+        )
+        log.close()
+        if self not in _live:
+            _live.append(self)
+        deadline = time.monotonic() + 30
+        while not self._ready():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise ServerStartError(f"the private {self.kind} server did not restart: {self.log_tail()}")
+            time.sleep(0.01)
+
+    def _argv(self, workdir: Path) -> list[str]:
+        raise NotImplementedError
+
+
+def template_lock(path: Path):
+    """An exclusive lock while a template data directory is being made."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path.with_suffix(".lock"), "w")
+    fcntl.flock(fh, fcntl.LOCK_EX)
+    return fh
+
+
+def make_staging(user: pwd.struct_passwd | None) -> Path:
+    """A fresh directory, reachable by ``user``, to initialise a template in.
+
+    It lives in the temp dir, not in the cache: when lockrace runs as root the
+    cache is under /root, which the unprivileged server user cannot enter.
+    """
+    staging = Path(tempfile.mkdtemp(prefix="lockrace-init-"))
+    chown_tree(staging, user)
+    return staging
+
+
+def install_template(staging: Path, template: Path) -> None:
+    """Move an initialised data directory into the cache as the template."""
+    partial = template.with_name(template.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.move(str(staging), str(partial))
+    partial.rename(template)
+
+
+def copy_template(template: Path, dest: Path) -> None:
+    subprocess.run(["cp", "-a", f"{template}/.", str(dest)], check=True)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_live):
+        server.stop()

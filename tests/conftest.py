@@ -1,0 +1,82 @@
+"""Shared fixtures: one real server per engine for the whole test session.
+
+PostgreSQL: the embedded PostgreSQL 18 from the wheel (or LOCKRACE_PG_DSN).
+MySQL family: a private mariadbd/mysqld instance (or LOCKRACE_MYSQL_DSN).
+Database tests never skip in CI (CI=true): a missing server fails them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lockrace.backends import open_backend
+from lockrace.engine.race import Race
+from lockrace.servers.process import ServerStartError
+from lockrace.servers.target import mysql_target, pg_target
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _unavailable(what: str, exc: Exception):
+    if IN_CI:
+        pytest.fail(f"{what} is required in CI: {exc}")
+    pytest.skip(f"{what} unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    try:
+        target = pg_target(None)
+    except ServerStartError as exc:
+        _unavailable("PostgreSQL", exc)
+    yield target
+    target.stop()
+
+
+@pytest.fixture(scope="session")
+def mysql_server():
+    try:
+        target = mysql_target(None)
+    except ServerStartError as exc:
+        _unavailable("MariaDB/MySQL", exc)
+    yield target
+    target.stop()
+
+
+@pytest.fixture(scope="session")
+async def pg_backend(pg_server):
+    return await open_backend(pg_server)
+
+
+@pytest.fixture(scope="session")
+async def mysql_backend(mysql_server):
+    return await open_backend(mysql_server)
+
+
+@pytest.fixture(params=["postgres", "mysql"])
+def engine(request):
+    return request.param
+
+
+@pytest.fixture
+def backend(request, engine):
+    """The backend for ``engine`` (parametrize tests over both with ``engine``)."""
+    return request.getfixturevalue("pg_backend" if engine == "postgres" else "mysql_backend")
+
+
+@pytest.fixture
+async def make_race():
+    """make_race(backend, names=...) -> an open Race, closed after the test."""
+    races: list[Race] = []
+
+    async def factory(backend, names=("A", "B", "C", "D")):
+        await backend.reset_sandbox()
+        race = await Race(backend, names).open()
+        races.append(race)
+        return race
+
+    yield factory
+    for race in races:
+        await race.close()
