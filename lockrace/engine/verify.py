@@ -79,6 +79,6 @@ def _one(exp: Expectation, record: StepRecord) -> tuple[bool, str]:
     return False, f"unknown expectation {key}"
 
 
-def _short(sql: str, width: int = 50) -> str:
+def _short(sql: str, width: int = 72) -> str:
     flat = " ".join(sql.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -1,0 +1,40 @@
+"""The engine side never imports Textual: the UI is a thin consumer of events."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "lockrace"
+ENGINE_SIDE = ["engine", "backends", "servers", "scenario", "render", "isolation"]
+
+
+def _modules():
+    for package in ENGINE_SIDE:
+        folder = ROOT / package
+        if folder.is_dir():
+            yield from sorted(folder.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", list(_modules()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_textual_import(path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        for name in names:
+            assert name.split(".")[0] != "textual", f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+
+
+def test_engine_import_does_not_load_textual():
+    import subprocess
+    import sys
+
+    code = ("import sys, lockrace.engine.race, lockrace.engine.runner, lockrace.backends.postgres, "
+            "lockrace.backends.mysql, lockrace.servers.target, lockrace.scenario.library, lockrace.render.transcript; "
+            "print('textual' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent, check=True)
+    assert out.stdout.strip() == "False"
