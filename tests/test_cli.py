@@ -58,7 +58,7 @@ def test_wrong_expectation_exits_1_naming_the_step(tmp_path):
     out = lockrace("run", str(path))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "FAILED on PostgreSQL 18" in out.stdout
-    assert "step 3 (B> SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT): expected code: 40P01, got 55P03" in out.stdout
+    assert "step 3 (B> SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT;): expected code: 40P01, got 55P03" in out.stdout
 
 
 @pytest.mark.postgres
