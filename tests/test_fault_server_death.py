@@ -1,0 +1,129 @@
+"""Fault matrix 2: the server dies mid-race.
+
+Each test starts its own private server (not the session-wide one), kills it
+with SIGKILL while B is blocked behind A, and checks that every session
+reports the lost connection, that nothing raises, and that Race.reconnect()
+brings every session back once the server has been restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from lockrace.backends import open_backend
+from lockrace.engine.events import ServerNote, SessionState, StatementFinished
+from lockrace.engine.race import Race
+from lockrace.servers.target import mysql_target, pg_target
+
+@pytest.fixture(params=["postgres", "mysql"])
+async def private_target(request):
+    factory = pg_target if request.param == "postgres" else mysql_target
+    target = await asyncio.to_thread(factory, None)
+    try:
+        yield target
+    finally:
+        await asyncio.to_thread(target.stop)
+
+
+LOCK_ROW = "SELECT id FROM accounts WHERE id = 1 FOR UPDATE"
+SETUP = ["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)", "INSERT INTO accounts VALUES (1, 100)"]
+
+
+async def fresh_table(backend) -> None:
+    """The private servers run with fsync/synchronous_commit off (speed over
+    durability), so a killed server may come back without recent commits:
+    set the table up again rather than rely on it."""
+    await backend.reset_sandbox()
+    await backend.run_admin(SETUP)
+
+
+async def test_server_killed_while_b_is_blocked(private_target):
+    backend = await open_backend(private_target)
+    await fresh_table(backend)
+    race = await Race(backend, ("A", "B", "C")).open()
+    events = []
+    race.subscribe(events.append)
+    try:
+        await race.run("A", "BEGIN")
+        assert (await race.run("A", LOCK_ROW)).outcome == "ok"
+        b = race.submit("B", "UPDATE accounts SET balance = 0 WHERE id = 1")
+        assert await race.wait_blocked_or_done(b, 10)
+        assert b.blockers == ("A",) and not b.done.is_set()
+
+        await asyncio.to_thread(private_target.server.kill)
+
+        # B's statement ends, classified as a lost connection, not an exception
+        await asyncio.wait_for(b.done.wait(), 15)
+        assert b.result.outcome == "connection_lost", b.result
+        # every session notices on its next use; none raises
+        for name in ("A", "C"):
+            res = await asyncio.wait_for(race.run(name, "SELECT 1"), 15)
+            assert res.outcome == "connection_lost", (name, res)
+        assert {n: s.txn for n, s in race.sessions.items()} == {"A": "closed", "B": "closed", "C": "closed"}
+        assert all(not s.busy for s in race.sessions.values())
+        closed_states = {e.session for e in events if isinstance(e, SessionState) and e.txn == "closed"}
+        assert closed_states == {"A", "B", "C"}
+        lost = {e.session for e in events if isinstance(e, StatementFinished) and e.result.outcome == "connection_lost"}
+        assert lost == {"A", "B", "C"}
+        # a closed session answers at once, still without raising
+        again = await asyncio.wait_for(race.run("C", "SELECT 1"), 5)
+        assert again.outcome == "connection_lost"
+
+        # the monitor's failure is reported once as a note, the watcher keeps going
+        assert race._watcher is not None and not race._watcher.done()
+
+        await asyncio.to_thread(private_target.server.restart)
+        await asyncio.wait_for(race.reconnect(), 20)
+        assert any(isinstance(e, ServerNote) and e.text.startswith("reconnected to") for e in events)
+        assert set(race.sessions) == {"A", "B", "C"}
+        await fresh_table(backend)
+        for name, session in race.sessions.items():
+            assert session.txn == "idle"
+            res = await race.run(name, "SELECT balance FROM accounts WHERE id = 1")
+            assert res.outcome == "ok", (name, res)
+            assert res.rows == [("100",)]
+        # and races work again: A locks, B is reported blocked by A, A commits, B proceeds
+        await race.run("A", "BEGIN")
+        await race.run("A", LOCK_ROW)
+        b = race.submit("B", "UPDATE accounts SET balance = 1 WHERE id = 1")
+        assert await race.wait_blocked_or_done(b, 10)
+        assert b.blockers == ("A",)
+        await race.run("A", "COMMIT")
+        await asyncio.wait_for(b.done.wait(), 10)
+        assert b.result.outcome == "ok"
+    finally:
+        await asyncio.wait_for(race.close(), 20)
+
+
+async def test_server_stopped_cleanly_mid_race(private_target):
+    """A clean shutdown (PG fast shutdown / mariadbd SIGTERM) while B waits.
+
+    The server decides the order in which it ends connections: MariaDB may end
+    A first, which releases the row so that B's update completes just before
+    B's own connection goes.  Either way B ends as ``ok`` or
+    ``connection_lost`` -- never an exception -- and A's uncommitted update
+    is rolled back by the server.
+    """
+    backend = await open_backend(private_target)
+    await fresh_table(backend)
+    race = await Race(backend, ("A", "B")).open()
+    try:
+        await race.run("A", "BEGIN")
+        assert (await race.run("A", "UPDATE accounts SET balance = 500 WHERE id = 1")).outcome == "ok"
+        b = race.submit("B", "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+        assert await race.wait_blocked_or_done(b, 10)
+        server = private_target.server
+        # stop the process but keep its data directory, so that it can restart
+        await asyncio.to_thread(lambda: (server.proc.send_signal(server.stop_signal), server.proc.wait(20)))
+        await asyncio.wait_for(b.done.wait(), 15)
+        assert b.result.outcome in ("connection_lost", "ok"), b.result
+        assert (await asyncio.wait_for(race.run("A", "COMMIT"), 15)).outcome == "connection_lost"
+        assert race.sessions["A"].txn == "closed"
+        await asyncio.to_thread(server.restart)
+        await asyncio.wait_for(race.reconnect(), 20)
+        rows = (await race.run("B", "SELECT balance FROM accounts")).rows
+        assert rows == [("101",)] if b.result.outcome == "ok" else [("100",)]
+    finally:
+        await asyncio.wait_for(race.close(), 20)
