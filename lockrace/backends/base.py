@@ -26,6 +26,8 @@ class WaitReport:
     ident: int
     blockers: tuple[int, ...]
     lock: LockInfo | None
+    waiting_s: float | None = None
+    """How long the server says this wait has lasted (PostgreSQL: pg_locks.waitstart)."""
 
 
 @dataclass(frozen=True)

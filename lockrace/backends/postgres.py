@@ -24,7 +24,8 @@ SELECT a.pid,
        pg_blocking_pids(a.pid),
        w.locktype, w.mode, w.relation::regclass::text, w.page, w.tuple,
        w.transactionid::text, w.classid, w.objid, w.objsubid,
-       t.relation::regclass::text, t.page, t.tuple
+       t.relation::regclass::text, t.page, t.tuple,
+       {waited}
 FROM pg_stat_activity a
 LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1) w ON true
 LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND l.granted AND l.locktype = 'tuple' LIMIT 1) t ON true
@@ -145,13 +146,17 @@ class PostgresMonitor(MonitorConnection):
     def __init__(self, conn: psycopg.AsyncConnection, have_pgrowlocks: bool):
         self.conn = conn
         self.have_pgrowlocks = have_pgrowlocks
+        # pg_locks.waitstart exists from PostgreSQL 14 on
+        waited = "extract(epoch FROM clock_timestamp() - w.waitstart)::float8" \
+            if conn.info.server_version >= 140000 else "NULL::float8"
+        self._waits_sql = _WAITS_SQL.replace("{waited}", waited)
 
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         cur = self.conn.cursor()
-        await cur.execute(_WAITS_SQL, [idents])
+        await cur.execute(self._waits_sql, [idents])
         reports = {}
         for (pid, blockers, locktype, mode, rel, page, tup, xid, classid, objid, objsubid,
-             trel, tpage, ttup) in await cur.fetchall():
+             trel, tpage, ttup, waiting_s) in await cur.fetchall():
             lock = None
             if locktype == "advisory":
                 key = f"{objid}" if objsubid == 1 else f"({classid}, {objid})"
@@ -166,7 +171,7 @@ class PostgresMonitor(MonitorConnection):
                 lock = LockInfo("tuple" if trel else "transactionid", mode or "", trel or "", detail)
             elif locktype:
                 lock = LockInfo(locktype, mode or "", rel or "", "")
-            reports[pid] = WaitReport(pid, tuple(blockers or ()), lock)
+            reports[pid] = WaitReport(pid, tuple(blockers or ()), lock, waiting_s)
         return reports
 
     async def cancel(self, ident: int) -> bool:
