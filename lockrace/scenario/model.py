@@ -153,6 +153,9 @@ class Scenario:
     plugins); a server lockrace did not start is left alone."""
     path: Path | None = None
     kind: str = "scenario"  # "scenario" or "isolation-spec"
+    explicit_permutations: bool = True
+    """Isolation specs: False when the spec gave no permutation lines and the
+    reader filled in every interleaving."""
 
     def session_names(self) -> list[str]:
         names = [s.name for s in self.sessions]

@@ -1,0 +1,91 @@
+"""Run one isolation spec on a backend: a clean place, connections, runner."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+from ..scenario.model import Scenario
+from .runner import POLL_INTERVAL, SpecRunner
+
+
+async def run_spec(spec: Scenario, backend, emit, step_timeout: float = 300.0, poll: float = POLL_INTERVAL) -> bool:
+    """Run every permutation of ``spec``; the transcript goes to ``emit(bytes)``.
+
+    False when the spec was aborted (as isolationtester exits)."""
+    if backend.engine == "postgres":
+        return await _run_pg(spec, backend, emit, step_timeout, poll)
+    return await _run_mysql(spec, backend, emit, step_timeout, poll)
+
+
+async def _run_pg(spec, backend, emit, step_timeout, poll) -> bool:
+    from .databases import PgPlace
+    from .pg import PgControl, PgSession
+
+    place = PgPlace(backend)
+    await place.prepare(spec.name)
+
+    async def opener(name: str, counted: bool):
+        session = await PgSession.open(place.session_conninfo(spec.name, name), name, emit, counted)
+        return session if counted else PgControl(session)
+
+    try:
+        return await SpecRunner(spec, opener, emit, step_timeout, poll).run()
+    finally:
+        await place.release()
+
+
+async def _run_mysql(spec, backend, emit, step_timeout, poll) -> bool:
+    from .mysql import MyControl, MySession, connect
+
+    kwargs = dict(backend.target.mysql_kwargs)
+    owned = backend.target.owned
+    database = "lockrace_isolation" if owned else backend.sandbox
+    pool = ThreadPoolExecutor(max_workers=len(spec.sessions) + 2, thread_name_prefix="lockrace-spec")
+    loop = asyncio.get_running_loop()
+
+    def admin(statements: list[str]) -> None:
+        conn = connect(kwargs, None)
+        try:
+            cur = conn.cursor()
+            for text in statements:
+                cur.execute(text)
+        finally:
+            conn.close()
+
+    if owned:
+        await loop.run_in_executor(pool, admin, [f"DROP DATABASE IF EXISTS `{database}`",
+                                                 f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4"])
+    else:
+        await backend.reset_sandbox()
+
+    def kill(pid: int) -> bool:
+        try:
+            admin([f"KILL QUERY {int(pid)}"])
+            return True
+        except Exception:
+            return False
+
+    monitor = None
+
+    async def opener(name: str, counted: bool):
+        nonlocal monitor
+        conn = await loop.run_in_executor(pool, connect, kwargs, database)
+        session = MySession(conn, name, pool, kill)
+        if counted:
+            return session
+        monitor = await backend.connect_monitor()
+        return MyControl(session, monitor)
+
+    try:
+        return await SpecRunner(spec, opener, emit, step_timeout, poll).run()
+    finally:
+        if monitor is not None:
+            await monitor.close()
+        try:
+            if owned:
+                await loop.run_in_executor(pool, admin, [f"DROP DATABASE IF EXISTS `{database}`"])
+            else:
+                await backend.reset_sandbox()
+        finally:
+            pool.shutdown(wait=False)
