@@ -10,6 +10,9 @@ what earlier runs left behind.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
+
 import psycopg
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
@@ -36,33 +39,55 @@ def _options(settings: dict[str, str]) -> str:
 
 
 class PgPlace:
-    """Where a spec's connections go on PostgreSQL."""
+    """Where a spec's connections go on PostgreSQL.
+
+    On an owned server the next spec's database is created in the background
+    while the current spec runs (CREATE DATABASE costs ~0.4 s), when the caller
+    says another spec follows."""
 
     def __init__(self, backend):
         self.backend = backend
         self.target = backend.target
         self.owned = self.target.owned
         self.conninfo = ""
+        self.database = ""
         self._settings = dict(PG_DB_SETTINGS)
+        self._counter = 0
+        self._next: asyncio.Task | None = None
 
     async def _admin(self) -> psycopg.AsyncConnection:
-        conn = await psycopg.AsyncConnection.connect(self.target.conninfo, autocommit=True, connect_timeout=5)
-        return conn
+        return await psycopg.AsyncConnection.connect(self.target.conninfo, autocommit=True, connect_timeout=5)
 
-    async def prepare(self, spec_name: str) -> str:
+    async def _create(self) -> str:
+        self._counter += 1
+        name = f"{SPEC_DB}_{self._counter}"
+        conn = await self._admin()
+        try:
+            db = pgsql.Identifier(name)
+            await conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(db))
+            await conn.execute(pgsql.SQL(
+                "CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'").format(db))
+            for key, value in PG_DB_SETTINGS.items():
+                await conn.execute(pgsql.SQL("ALTER DATABASE {} SET {} TO {}").format(
+                    db, pgsql.Identifier(key), pgsql.Literal(value)))
+        finally:
+            await conn.close()
+        return name
+
+    async def _drop(self, name: str) -> None:
+        conn = await self._admin()
+        try:
+            await conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name)))
+        finally:
+            await conn.close()
+
+    async def prepare(self, spec_name: str, more_coming: bool = False) -> str:
         if self.owned:
-            conn = await self._admin()
-            try:
-                db = pgsql.Identifier(SPEC_DB)
-                await conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(db))
-                await conn.execute(pgsql.SQL(
-                    "CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'").format(db))
-                for key, value in PG_DB_SETTINGS.items():
-                    await conn.execute(pgsql.SQL("ALTER DATABASE {} SET {} TO {}").format(
-                        db, pgsql.Identifier(key), pgsql.Literal(value)))
-            finally:
-                await conn.close()
-            self.conninfo = make_conninfo(self.target.conninfo, dbname=SPEC_DB)
+            task, self._next = self._next, None
+            self.database = await task if task is not None else await self._create()
+            if more_coming:
+                self._next = asyncio.get_running_loop().create_task(self._create())
+            self.conninfo = make_conninfo(self.target.conninfo, dbname=self.database)
             return self.conninfo
         await self.backend.reset_sandbox()
         settings = {"search_path": self.backend.sandbox, **self._settings}
@@ -83,12 +108,37 @@ class PgPlace:
         return make_conninfo(self.conninfo, application_name=f"isolation/{spec_name}/{session}"[:63])
 
     async def release(self) -> None:
+        """Drop the spec's database (owned) or empty the sandbox (DSN)."""
         if self.owned:
-            conn = await self._admin()
-            try:
-                await conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    pgsql.Identifier(SPEC_DB)))
-            finally:
-                await conn.close()
+            if self.database:
+                await self._drop(self.database)
+                self.database = ""
         else:
             await self.backend.reset_sandbox()
+
+    async def close(self) -> None:
+        """Also drop a database made ahead for a spec that never came."""
+        await self.release()
+        task, self._next = self._next, None
+        if task is not None:
+            try:
+                await self._drop(await task)
+            except Exception:
+                pass
+
+
+_places: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def pg_place(backend) -> PgPlace:
+    """One PgPlace per backend, so that specs of one invocation share it."""
+    place = _places.get(backend)
+    if place is None:
+        place = _places[backend] = PgPlace(backend)
+    return place
+
+
+async def close_places() -> None:
+    for place in list(_places.values()):
+        await place.close()
+    _places.clear()

@@ -9,21 +9,31 @@ from ..scenario.model import Scenario
 from .runner import POLL_INTERVAL, SpecRunner
 
 
-async def run_spec(spec: Scenario, backend, emit, step_timeout: float = 300.0, poll: float = POLL_INTERVAL) -> bool:
+async def run_spec(spec: Scenario, backend, emit, step_timeout: float = 300.0, poll: float = POLL_INTERVAL,
+                   more_coming: bool = False) -> bool:
     """Run every permutation of ``spec``; the transcript goes to ``emit(bytes)``.
 
-    False when the spec was aborted (as isolationtester exits)."""
+    False when the spec was aborted (as isolationtester exits).  ``more_coming``:
+    another spec will follow on this backend (PostgreSQL then prepares its
+    database in the background); call ``finish()`` when done."""
     if backend.engine == "postgres":
-        return await _run_pg(spec, backend, emit, step_timeout, poll)
+        return await _run_pg(spec, backend, emit, step_timeout, poll, more_coming)
     return await _run_mysql(spec, backend, emit, step_timeout, poll)
 
 
-async def _run_pg(spec, backend, emit, step_timeout, poll) -> bool:
-    from .databases import PgPlace
+async def finish() -> None:
+    """Drop databases prepared ahead for specs that did not come."""
+    from .databases import close_places
+
+    await close_places()
+
+
+async def _run_pg(spec, backend, emit, step_timeout, poll, more_coming) -> bool:
+    from .databases import pg_place
     from .pg import PgControl, PgSession
 
-    place = PgPlace(backend)
-    await place.prepare(spec.name)
+    place = pg_place(backend)
+    await place.prepare(spec.name, more_coming)
 
     async def opener(name: str, counted: bool):
         session = await PgSession.open(place.session_conninfo(spec.name, name), name, emit, counted)
