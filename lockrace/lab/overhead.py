@@ -1,0 +1,218 @@
+"""Engine overhead (issue 2, item 10): the same refusals and bounded waits
+measured through lockrace's engine (Race.run, elapsed_ns around the driver
+call) and through the bare driver (psycopg / PyMySQL, perf_counter_ns around
+cursor.execute), interleaved in one run.
+
+Session H of the race holds row 1 for the whole bench; each waiter asks for
+it with NOWAIT (refused at once) and with a 100 ms lock_timeout (PostgreSQL)
+or innodb_lock_wait_timeout = 1 (the MySQL family's smallest budget).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import Callable
+
+from ..backends.base import Backend
+from ..engine.race import Race
+from ..servers.target import Target
+from .holder_waiter import ERROR_OUTCOMES, setup_sql
+from .modes import HOLD_SQL, TABLE, LabError
+from .stats import Summary, summarize
+
+NOWAIT_SLACK_MS = 0.3  # target: engine median <= raw median + 0.3 ms
+BOUNDED_SLACK_MS = 2.0  # target: bounded wait median <= budget + 2 ms (102 ms for 100 ms)
+
+WAYS = ("raw", "engine", "engine_wall")
+WAY_LABELS = {
+    "raw": "raw driver",
+    "engine": "engine (elapsed_ns)",
+    "engine_wall": "engine (Race.run, caller's wall)",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str  # nowait | bounded
+    label: str
+    sql: str
+    setup: str = ""  # session-level budget for both waiters
+    reset: str = ""
+    budget_ms: float | None = None
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    waits: dict[str, list[float]] = field(default_factory=lambda: {w: [] for w in WAYS})
+    errors: dict[str, int] = field(default_factory=lambda: {w: 0 for w in WAYS})
+
+    def summary(self, way: str) -> Summary:
+        return summarize(self.waits[way], self.errors[way])
+
+    @property
+    def target_ms(self) -> float:
+        if self.case.key == "nowait":
+            return self.summary("raw").median_ms + NOWAIT_SLACK_MS
+        return (self.case.budget_ms or 0) + BOUNDED_SLACK_MS
+
+    def met(self, way: str = "engine") -> bool:
+        return self.summary(way).median_ms <= self.target_ms
+
+
+@dataclass
+class OverheadResult:
+    engine: str
+    flavor: str
+    server_name: str
+    server_version: str
+    runs: int
+    warmup: int
+    driver: str
+    cases: dict[str, CaseResult] = field(default_factory=dict)
+
+    def targets_met(self) -> bool:
+        return all(c.met("engine") for c in self.cases.values())
+
+
+def cases_for(engine: str) -> list[Case]:
+    row1 = f"SELECT id FROM {TABLE} WHERE id = 1 FOR UPDATE"
+    if engine == "postgres":
+        bounded = Case("bounded", "lock_timeout=100ms", row1, "SET lock_timeout = '100ms'", "RESET lock_timeout", 100.0)
+    else:
+        bounded = Case("bounded", "innodb_lock_wait_timeout=1", row1, "SET SESSION innodb_lock_wait_timeout = 1",
+                       "SET SESSION innodb_lock_wait_timeout = DEFAULT", 1000.0)
+    return [Case("nowait", "FOR UPDATE NOWAIT", row1 + " NOWAIT"), bounded]
+
+
+class RawWaiter:
+    """A bare driver connection, timed around cursor.execute."""
+
+    def __init__(self, backend: Backend, target: Target):
+        self.engine = backend.engine
+        self.target = target
+        self.conn = None
+
+    @property
+    def driver(self) -> str:
+        if self.engine == "postgres":
+            import psycopg
+
+            return f"psycopg {psycopg.__version__} (sync connection)"
+        import pymysql
+
+        return f"PyMySQL {pymysql.__version__}"
+
+    def connect(self) -> None:
+        if self.engine == "postgres":
+            import psycopg
+
+            self.conn = psycopg.connect(self.target.conninfo, autocommit=True,
+                                        options=f"-c search_path={self.target.sandbox}")
+        else:
+            import pymysql
+
+            self.conn = pymysql.connect(**self.target.mysql_kwargs, database=self.target.sandbox, autocommit=True)
+
+    def execute(self, sql: str) -> tuple[float, bool]:
+        """(ms around the driver call, whether the server answered with an error)"""
+        cur = self.conn.cursor()
+        failed = False
+        t0 = perf_counter_ns()
+        try:
+            cur.execute(sql)
+        except Exception as exc:  # the lock error we came for (checked by the caller via counts)
+            t1 = perf_counter_ns()
+            failed = True
+            if not _is_lock_error(exc):
+                raise LabError(f"raw driver: {sql}: {exc}") from None
+        else:
+            t1 = perf_counter_ns()
+            if cur.description is not None:
+                cur.fetchall()
+        cur.close()
+        return (t1 - t0) / 1e6, failed
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], int):  # PyMySQL: (errno, message)
+        return args[0] in (1205, 3572)
+    return getattr(exc, "sqlstate", None) == "55P03"  # psycopg
+
+
+class OverheadBench:
+    def __init__(self, backend: Backend, target: Target, runs: int = 30, warmup: int = 3):
+        self.backend = backend
+        self.target = target
+        self.runs = runs
+        self.warmup = warmup
+
+    async def run(self, progress: Callable[[str, int, int], None] | None = None) -> OverheadResult:
+        backend = self.backend
+        await backend.run_admin(setup_sql(backend.engine))
+        raw = RawWaiter(backend, self.target)
+        result = OverheadResult(backend.engine, backend.flavor, backend.server_name, backend.version,
+                                self.runs, self.warmup, raw.driver)
+        race = await Race(backend, ["H", "W"]).open()
+        try:
+            await asyncio.to_thread(raw.connect)
+            await _must(race, "H", "BEGIN")
+            await _must(race, "H", HOLD_SQL)
+            cases = cases_for(backend.engine)
+            total = len(cases) * (self.runs + self.warmup)
+            done = 0
+            for case in cases:
+                cr = CaseResult(case)
+                if case.setup:
+                    await _must(race, "W", case.setup)
+                    raw.execute(case.setup)
+                for i in range(self.warmup + self.runs):
+                    counted = i >= self.warmup
+                    order = ("raw", "engine") if i % 2 else ("engine", "raw")
+                    for way in order:
+                        if way == "raw":
+                            ms, failed = raw.execute(case.sql)
+                            if counted:
+                                cr.waits["raw"].append(ms)
+                                cr.errors["raw"] += failed
+                        else:
+                            t0 = perf_counter_ns()
+                            res = await race.run("W", case.sql)
+                            wall = (perf_counter_ns() - t0) / 1e6
+                            if res.outcome not in ERROR_OUTCOMES and res.outcome != "ok":
+                                raise LabError(f"engine: {case.sql}: {res.outcome} {res.message}")
+                            if counted:
+                                err = res.outcome in ERROR_OUTCOMES
+                                cr.waits["engine"].append(res.elapsed_ns / 1e6)
+                                cr.waits["engine_wall"].append(wall)
+                                cr.errors["engine"] += err
+                                cr.errors["engine_wall"] += err
+                    done += 1
+                    if progress is not None:
+                        progress(case.label, done, total)
+                if case.reset:
+                    await _must(race, "W", case.reset)
+                    raw.execute(case.reset)
+                result.cases[case.key] = cr
+        finally:
+            raw.close()
+            await race.close()
+            with contextlib.suppress(Exception):
+                await backend.run_admin([f"DROP TABLE IF EXISTS {TABLE}"])
+        return result
+
+
+async def _must(race: Race, name: str, sql: str):
+    res = await race.run(name, sql)
+    if res.failed:
+        raise LabError(f"session {name}: {sql}: {res.code} {res.message}")
+    return res
