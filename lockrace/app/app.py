@@ -1,0 +1,565 @@
+"""The lockrace app: four session panels on a real server, a wait-budget
+timeline, scenario stepping and free-form races.
+
+The app is a thin consumer of the engine: it subscribes to a Race's events
+(called on this same event loop) and updates widgets from them.  Every
+database call is an awaited engine coroutine run in a worker, so nothing
+blocks the UI; servers are started in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Iterable
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Container, Grid
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Header, Static
+
+from ..engine.events import Event, ServerNote, StatementFinished, StatementStarted
+from ..engine.race import Race, SessionBusy
+from ..engine.runner import Entry
+from ..render.tables import result_lines
+from ..scenario.library import builtins
+from ..scenario.model import Scenario
+from ..servers.target import Target
+from .help_screen import HelpScreen
+from .player import Player
+from .recorder import Recorder
+from .scenario_picker import ScenarioPicker
+from .servers import ServerPool
+from .session_panel import SessionPanel, annotation
+from .timeline import Timeline, TimelineModel
+
+SESSION_NAMES = ("A", "B", "C", "D")
+TICK_S = 1 / 15  # redraw rate of the timeline and wait counters while anything runs
+WIDE_COLUMNS = 170  # at or above this width the four panels stand side by side
+
+FREE_FORM_SETUP = [
+    "CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);\n"
+    "INSERT INTO accounts VALUES (1, 100), (2, 100), (3, 100);\n"
+    "CREATE TABLE jobs (id int PRIMARY KEY, task text NOT NULL);\n"
+    "INSERT INTO jobs VALUES (1, 'send email'), (2, 'resize image'), (3, 'build report');"
+]
+FREE_FORM_SETUP_MYSQL = [
+    "CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL) ENGINE=InnoDB;\n"
+    "INSERT INTO accounts VALUES (1, 100), (2, 100), (3, 100);\n"
+    "CREATE TABLE jobs (id int PRIMARY KEY, task text NOT NULL) ENGINE=InnoDB;\n"
+    "INSERT INTO jobs VALUES (1, 'send email'), (2, 'resize image'), (3, 'build report');"
+]
+
+
+def free_form(engine: str) -> Scenario:
+    """The scenario a free-form race starts from: two small tables, no steps."""
+    return Scenario(
+        name="free-form",
+        title="Free-form race",
+        engines=[engine],
+        lesson="",
+        setup={None: list(FREE_FORM_SETUP), "mysql": list(FREE_FORM_SETUP_MYSQL)},
+        teardown={None: ["DROP TABLE IF EXISTS accounts;\nDROP TABLE IF EXISTS jobs;"]},
+    )
+
+
+class LockraceApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "lockrace"
+    BINDINGS = [
+        Binding("f1", "help", "Help"),
+        Binding("f2", "cancel", "Cancel stmt"),
+        Binding("f3", "rollback", "Rollback"),
+        Binding("f4", "reset", "Reset"),
+        Binding("f5", "step", "Step"),
+        Binding("f6", "run_to_end", "Run all"),
+        Binding("f7", "autoplay", "Auto-play"),
+        Binding("f8", "switch_engine", "Engine"),
+        Binding("f9", "pick_scenario", "Scenarios"),
+        Binding("ctrl+s", "save", "Save"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("alt+a", "focus_session('A')", "Session A", show=False),
+        Binding("alt+b", "focus_session('B')", "Session B", show=False),
+        Binding("alt+c", "focus_session('C')", "Session C", show=False),
+        Binding("alt+d", "focus_session('D')", "Session D", show=False),
+    ]
+
+    def __init__(
+        self,
+        engine: str = "postgres",
+        scenario: Scenario | None = None,
+        pg: str | None = None,
+        mysql: str | None = None,
+        targets: dict[str, Target] | None = None,
+        save_dir: Path | None = None,
+        autoplay_delay: float = 1.5,
+        step_timeout: float = 15.0,
+    ):
+        super().__init__()
+        self.engine = engine if scenario is None or scenario.runs_on(engine) else scenario.engines[0]
+        self.initial_scenario = scenario
+        self.pool = ServerPool({"postgres": pg, "mysql": mysql}, targets)
+        self.save_dir = save_dir or Path.cwd()
+        self.autoplay_delay = autoplay_delay
+        self.step_timeout = step_timeout
+        self.race: Race | None = None
+        self.player: Player | None = None
+        self.base: Scenario = free_form(self.engine)
+        self.flavor = "postgres"
+        self.server_label = ""
+        self.timeline_model = TimelineModel(list(SESSION_NAMES))
+        self.recorder = Recorder(self.engine, self.flavor)
+        self.transcript: list[str] = []
+        self.ready = asyncio.Event()  # set each time a race is open and the UI interactive
+        self.autoplaying = False
+        self.closing = False
+        self.startup_s: float | None = None
+        self._t_start = time.perf_counter()
+        self._last_session = "A"
+        self._ticker: Timer | None = None
+        self._scenarios: list[Scenario] | None = None
+
+    # ------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="scenario-bar")
+        yield Static(id="banner")
+        with Grid(id="panels"):
+            for name in SESSION_NAMES:
+                yield SessionPanel(name)
+        with Container(id="timeline-box"):
+            yield Timeline(self.timeline_model, id="timeline")
+        yield Footer()
+
+    @property
+    def panels(self) -> dict[str, SessionPanel]:
+        return {p.session: p for p in self.query(SessionPanel)}
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.query_one(Timeline)
+
+    def on_mount(self) -> None:
+        self.sub_title = self.pool.starting_text(self.engine)
+        box = self.query_one("#timeline-box")
+        box.border_title = "wait-budget timeline"
+        box.border_subtitle = "▬ running  █ blocked  ┃ budget ends"
+        self._ticker = self.set_interval(TICK_S, self._tick, pause=True)
+        self._apply_width(self.size.width)
+        self._show_bar()
+        self.query_one(f"#input-A").focus()
+        self.open_race(self.engine, self.initial_scenario)
+
+    def on_resize(self, event) -> None:
+        self._apply_width(event.size.width)
+
+    def _apply_width(self, width: int) -> None:
+        self.query_one("#panels").set_class(width >= WIDE_COLUMNS, "wide")
+
+    def _banner(self, text: str | None, style: str = "bold") -> None:
+        banner = self.query_one("#banner", Static)
+        banner.update(Text(text, style=style) if text else "")
+        banner.display = bool(text)
+
+    def _show_bar(self) -> None:
+        bar = self.query_one("#scenario-bar", Static)
+        text = Text()
+        player = self.player
+        if player is None:
+            text.append(" Free-form race ", style="bold #101010 on #5fafd7")
+            text.append("  sandbox tables: accounts(id, balance) rows 1-3, jobs(id, task) rows 1-3.  "
+                        "Type SQL in a panel and press Enter; Tab/Alt+A..D switch panels; "
+                        "F9 loads a scenario; F1 help.", style="#c0c0c0")
+        else:
+            sc = player.scenario
+            text.append(f" {sc.name} ", style="bold #101010 on #ffd75f")
+            text.append(f"  {sc.title}", style="bold")
+            met, bad = player.met()
+            state = "finished" if player.finished else f"next step {player.position + 1}/{player.total}"
+            text.append(f"   {state} · ", style="#c0c0c0")
+            text.append(f"✓ {met} met", style="bold #5fd75f")
+            text.append(" · ")
+            text.append(f"✗ {bad} not met", style="bold #ff5f5f" if bad else "#9e9e9e")
+            if self.autoplaying:
+                text.append("   ▶ auto-play", style="bold #87d7ff")
+            if not player.finished:
+                text.append("   F5 step · F6 run to end · F7 auto-play", style="#9e9e9e")
+            else:
+                text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
+            if sc.lesson:
+                text.append("\n")
+                text.append(" ".join(sc.lesson.split()), style="italic #d0d0d0")
+        bar.update(text)
+
+    # ------------------------------------------------------------ race life
+    @work(exclusive=True, group="race")
+    async def open_race(self, engine: str, scenario: Scenario | None = None) -> None:
+        """Fresh sessions on ``engine`` (starting its server if needed), fresh sandbox, optional scenario."""
+        self.ready.clear()
+        self._stop_play()
+        await self._close_race()
+        self.engine = engine
+        if engine not in self.pool.backends:
+            self._banner(f"⏳ {self.pool.starting_text(engine)}", "bold #ffd75f")
+            self.sub_title = self.pool.starting_text(engine)
+        for panel in self.panels.values():
+            panel.reset(self.flavor)
+        try:
+            backend = await self.pool.backend(engine)
+        except Exception as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self._banner(f"✗ could not start or reach {engine}: {message}   (F8 tries the other engine, Ctrl+Q quits)",
+                         "bold #ff5f5f")
+            self.sub_title = f"no server · engine: {engine}"
+            return
+        race = Race(backend, SESSION_NAMES)
+        race.subscribe(self._on_race_event)
+        self.flavor = backend.flavor
+        self.server_label = f"{backend.server_name} ({self.pool.origin(engine)})"
+        base = scenario if scenario is not None else free_form(engine)
+        self.base = base
+        heading = f"-- {self.server_label}"
+        self.timeline_model.clear(list(SESSION_NAMES))
+        self.timeline.refresh()
+        self.transcript = [f"-- lockrace transcript: {base.title or base.name} on {self.server_label}"]
+        self.recorder.clear(engine, self.flavor, base)
+        for panel in self.panels.values():
+            panel.reset(self.flavor, heading)
+        try:
+            await race.open()
+            self.race = race
+            player = Player(race, base, self._on_entry, step_timeout=self.step_timeout)
+            await player.prepare()
+            if scenario is not None:
+                self.player = player
+            else:
+                player.detach()
+                self.player = None
+        except Exception as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self._banner(f"✗ {message}", "bold #ff5f5f")
+            return
+        self.sub_title = f"{self.server_label} · engine: {engine}"
+        self._banner(None)
+        self._show_bar()
+        self._show_next()
+        if self.startup_s is None:
+            self.startup_s = time.perf_counter() - self._t_start
+        self.ready.set()
+
+    async def _close_race(self) -> None:
+        race, self.race = self.race, None
+        if self.player is not None:
+            self.player.detach()
+            self.player = None
+        if race is not None:
+            race.unsubscribe(self._on_race_event)
+            with contextlib.suppress(Exception):
+                await race.close()
+
+    def _on_race_event(self, event: Event) -> None:
+        if self.race is None and not isinstance(event, ServerNote):
+            pass  # events during open() arrive before self.race is set; still show them
+        if isinstance(event, ServerNote):
+            severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
+            self.notify(event.text, severity=severity)
+            return
+        panel = self.panels.get(event.session)
+        if panel is not None:
+            panel.handle(event)
+        self.timeline_model.apply(event)
+        self.recorder.apply(event)
+        if isinstance(event, StatementStarted):
+            self.transcript.append(f"{event.session}> {event.sql}")
+            if self._ticker is not None:
+                self._ticker.resume()
+        elif isinstance(event, StatementFinished):
+            for line in result_lines(event.result, self.flavor):
+                self.transcript.append(line)
+            self.transcript.append(f"{annotation(event.result)} ({event.session})")
+        self.timeline.refresh()
+
+    def _tick(self) -> None:
+        for panel in self.panels.values():
+            panel.tick()
+        self.timeline.refresh()
+        if not self.timeline_model.live and self._ticker is not None:
+            self._ticker.pause()
+
+    # ------------------------------------------------------------ scenario
+    def _on_entry(self, entry: Entry) -> None:
+        panels = self.panels
+        if entry.kind == "note":
+            step = self.player.current if self.player is not None else None
+            target = panels.get(step.session) if step is not None else None
+            for line in entry.text.splitlines():
+                self.transcript.append(f"-- {line}")
+                if target is not None:
+                    target.write(f"-- {line}", "italic #d7af87")
+        elif entry.kind == "launch":
+            self._show_next()
+        elif entry.kind in ("finish", "problem") and entry.record is not None:
+            rec = entry.record
+            panel = panels.get(rec.step.session)
+            if entry.kind == "finish":
+                lines = self._verdict(rec)
+            else:
+                lines = [(f"✗ step {rec.step.name}: {entry.text}", "bold #ff5f5f")]
+            for line, style in lines:
+                self.transcript.append(line)
+                if panel is not None:
+                    panel.write(line, style)
+            self._show_bar()
+
+    def _verdict(self, rec) -> list[tuple[str, str]]:
+        expectations = rec.step.applicable(self.flavor)
+        if not rec.failures:
+            if not expectations:
+                return [(f"✓ step {rec.step.name}", "#5f875f")]
+            what = "; ".join(e.describe() for e in expectations)
+            return [(f"✓ step {rec.step.name} as expected: {what}", "bold #5fd75f")]
+        return [(f"✗ {failure}", "bold #ff5f5f") for failure in rec.failures]
+
+    def _show_next(self) -> None:
+        player = self.player
+        step = player.next_step if player is not None else None
+        for panel in self.panels.values():
+            if step is not None and panel.session == step.session:
+                first = step.sql.splitlines()[0]
+                more = " …" if "\n" in step.sql else ""
+                note = f"\n   {step.note}" if step.note else ""
+                panel.show_next(f"▶ next, F5: step {player.position + 1}/{player.total}  "
+                                f"{step.session}> {first}{more}{note}")
+            else:
+                panel.show_next(None)
+        self._show_bar()
+
+    async def _step_once(self) -> bool:
+        player = self.player
+        if player is None or player.busy:
+            return False
+        try:
+            ran = await player.step()
+        except Exception as exc:
+            self.notify(f"step failed: {exc}", severity="error")
+            return False
+        self._show_next()
+        if player.finished:
+            met, bad = player.met()
+            verdict = "every expectation met" if not bad else f"{bad} step(s) not as expected"
+            self.notify(f"{player.scenario.name} finished: {verdict}. Keep typing freely.",
+                        severity="information" if not bad else "warning")
+        return ran
+
+    @work(group="step")
+    async def action_step(self) -> None:
+        if self.player is None:
+            self.notify("No scenario loaded: F9 picks one.", severity="warning")
+            return
+        if self.player.busy:
+            self.notify("A step is still running.", severity="warning")
+            return
+        await self._step_once()
+
+    @work(group="step")
+    async def action_run_to_end(self) -> None:
+        if self.player is None:
+            self.notify("No scenario loaded: F9 picks one.", severity="warning")
+            return
+        while self.player is not None and self.player.next_step is not None:
+            if not await self._step_once():
+                await asyncio.sleep(0.05)
+                if self.player is not None and not self.player.busy and self.player.next_step is None:
+                    break
+
+    def action_autoplay(self) -> None:
+        if self.player is None:
+            self.notify("No scenario loaded: F9 picks one.", severity="warning")
+            return
+        if self.autoplaying:
+            self._stop_play()
+        else:
+            self.autoplaying = True
+            self._autoplay()
+        self._show_bar()
+
+    @work(group="autoplay", exclusive=True)
+    async def _autoplay(self) -> None:
+        try:
+            while self.autoplaying and self.player is not None and self.player.next_step is not None:
+                await self._step_once()
+                await asyncio.sleep(self.autoplay_delay)
+        finally:
+            self.autoplaying = False
+            self._show_bar()
+
+    def _stop_play(self) -> None:
+        self.autoplaying = False
+        self.workers.cancel_group(self, "autoplay")
+        self.workers.cancel_group(self, "step")
+
+    def action_pick_scenario(self) -> None:
+        if isinstance(self.screen, ScenarioPicker):
+            return
+        try:
+            scenarios = self.scenarios()
+        except Exception as exc:
+            self.notify(f"cannot read the built-in scenarios: {exc}", severity="error")
+            return
+        self.push_screen(ScenarioPicker(scenarios, self.engine), self.load_scenario)
+
+    def scenarios(self) -> list[Scenario]:
+        if self._scenarios is None:
+            self._scenarios = builtins()
+        return self._scenarios
+
+    def load_scenario(self, scenario: Scenario | None) -> None:
+        if scenario is None:
+            return
+        engine = self.engine if scenario.runs_on(self.engine) else scenario.engines[0]
+        if engine != self.engine:
+            self.notify(f"{scenario.name} runs on {', '.join(scenario.engines)}: switching engine.")
+        self.open_race(engine, scenario)
+
+    # ------------------------------------------------------------ sessions
+    def focused_session(self) -> str:
+        node = self.focused
+        while node is not None:
+            if isinstance(node, SessionPanel):
+                return node.session
+            node = node.parent
+        return self._last_session
+
+    def on_descendant_focus(self, event) -> None:
+        node = event.widget
+        while node is not None:
+            if isinstance(node, SessionPanel):
+                self._last_session = node.session
+                return
+            node = node.parent
+
+    def action_focus_session(self, name: str) -> None:
+        panel = self.panels.get(name)
+        if panel is not None:
+            panel.input.focus()
+
+    def on_session_panel_submitted(self, message: SessionPanel.Submitted) -> None:
+        race = self.race
+        name = message.panel.session
+        if race is None or not self.ready.is_set():
+            self.notify("Not connected yet: wait for the server.", severity="warning")
+            message.panel.input.value = message.sql
+            return
+        try:
+            race.submit(name, message.sql)
+        except SessionBusy:
+            self.notify(f"Session {name} is still running a statement: F2 cancels it, or wait.", severity="warning")
+            message.panel.input.value = message.sql
+
+    @work(group="session")
+    async def action_cancel(self) -> None:
+        name = self.focused_session()
+        race = self.race
+        if race is None or name not in race.sessions or not race.sessions[name].busy:
+            self.notify(f"Session {name} is not running anything.")
+            return
+        ok = await race.cancel(name)
+        self.notify(f"Asked the server to cancel {name}'s statement." if ok
+                    else f"The server did not accept the cancel for {name}.", severity="information" if ok else "warning")
+
+    @work(group="session")
+    async def action_rollback(self) -> None:
+        name = self.focused_session()
+        race = self.race
+        if race is None or name not in race.sessions:
+            return
+        result = await race.rollback(name)
+        if result is None:
+            self.notify(f"Session {name} could not be rolled back: its statement did not stop.", severity="error")
+
+    def action_reset(self) -> None:
+        scenario = self.player.scenario if self.player is not None else None
+        self.notify("Resetting: fresh sessions and sandbox" + (f", {scenario.name} from step 1." if scenario else "."))
+        self.open_race(self.engine, scenario)
+
+    def action_switch_engine(self) -> None:
+        other = "mysql" if self.engine == "postgres" else "postgres"
+        scenario = self.player.scenario if self.player is not None else None
+        if scenario is not None and not scenario.runs_on(other):
+            scenario = None
+        self.open_race(other, scenario)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_save(self) -> None:
+        try:
+            race_path, text_path = self.save_files()
+        except OSError as exc:
+            self.notify(f"could not save: {exc}", severity="error")
+            return
+        self.notify(f"Saved the race as {race_path.name} and the transcript as {text_path.name} in {race_path.parent}")
+
+    def save_files(self, stem: str | None = None) -> tuple[Path, Path]:
+        stem = stem or time.strftime(f"lockrace-{self.engine}-%Y%m%d-%H%M%S")
+        race_path = self.save_dir / f"{stem}.race"
+        text_path = self.save_dir / f"{stem}.txt"
+        race_path.write_text(self.recorder.race_text(stem), encoding="utf-8")
+        text_path.write_text("\n".join(self.transcript) + "\n", encoding="utf-8")
+        return race_path, text_path
+
+    # ------------------------------------------------------------ palette
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield SystemCommand("Help", "Every key and what each session state means (F1)", self.action_help)
+        yield SystemCommand("Cancel statement", "Cancel the focused session's running statement (F2)",
+                            self.action_cancel)
+        yield SystemCommand("Roll back", "Roll back the focused session's transaction (F3)", self.action_rollback)
+        yield SystemCommand("Reset sandbox", "Fresh sessions and tables; restarts a loaded scenario (F4)",
+                            self.action_reset)
+        yield SystemCommand("Step", "Run the next scenario step (F5)", self.action_step)
+        yield SystemCommand("Run to end", "Run the rest of the scenario (F6)", self.action_run_to_end)
+        yield SystemCommand("Auto-play", "Step the scenario automatically (F7)", self.action_autoplay)
+        other = "MariaDB/MySQL" if self.engine == "postgres" else "PostgreSQL"
+        yield SystemCommand(f"Switch engine to {other}", "Tear down this race and open one on the other engine (F8)",
+                            self.action_switch_engine)
+        yield SystemCommand("Scenarios", "Pick a built-in scenario (F9)", self.action_pick_scenario)
+        yield SystemCommand("Save race", "Save the race so far as a .race scenario and a .txt transcript (Ctrl+S)",
+                            self.action_save)
+        try:
+            scenarios = self.scenarios()
+        except Exception:
+            scenarios = []
+        for sc in scenarios:
+            yield SystemCommand(f"Scenario: {sc.name}", f"{sc.title} [{', '.join(sc.engines)}]",
+                                lambda sc=sc: self.load_scenario(sc))
+        yield from super().get_system_commands(screen)
+
+    # ------------------------------------------------------------ quitting
+    async def action_quit(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self._banner("closing: cancelling statements, rolling back, closing connections, stopping servers…",
+                     "bold #ffd75f")
+        self._close_everything()
+
+    @work(group="shutdown")
+    async def _close_everything(self) -> None:
+        self._stop_play()
+        self.workers.cancel_group(self, "race")
+        try:
+            await asyncio.wait_for(self._close_race(), 10)
+        except Exception:
+            pass
+        try:
+            await asyncio.wait_for(self.pool.close(), 20)
+        except Exception:
+            pass
+        self.exit(0)

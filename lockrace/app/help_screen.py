@@ -1,0 +1,69 @@
+"""F1: every key and what every session state means."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from .status import STATE_HELP, STYLES
+
+KEYS = [
+    ("Enter", "run the typed SQL in the focused session"),
+    ("Up / Down", "previous / next statement typed in that session"),
+    ("Tab / Shift+Tab", "next / previous session panel (or click a panel)"),
+    ("Alt+A … Alt+D", "jump to session A … D"),
+    ("F2", "cancel the focused session's running statement (the server cancels it)"),
+    ("F3", "roll back the focused session's transaction"),
+    ("F4", "reset the sandbox: fresh sessions, fresh tables (re-runs the scenario setup)"),
+    ("F5", "scenario: run the next step"),
+    ("F6", "scenario: run to the end"),
+    ("F7", "scenario: auto-play on / off (one step every 1.5 s)"),
+    ("F8", "switch engine: PostgreSQL ↔ MariaDB/MySQL (both servers stay up until quit)"),
+    ("F9", "scenario picker (built-in scenarios)"),
+    ("Ctrl+S", "save the race so far as a .race scenario and its transcript as .txt"),
+    ("Ctrl+P", "command palette (every action, and each scenario by name)"),
+    ("F1", "this help"),
+    ("Ctrl+Q", "quit: cancel statements, roll back, close connections, stop servers"),
+]
+
+
+def help_text() -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(justify="right", style="bold")
+    grid.add_column()
+    grid.add_row(Text("Keys", style="bold underline"), "")
+    for key, what in KEYS:
+        grid.add_row(key, what)
+    grid.add_row("", "")
+    grid.add_row(Text("States", style="bold underline"), "")
+    for key, what in STATE_HELP:
+        label = "failed transaction (ROLLBACK needed)" if key == "failed transaction" else key
+        if key == "blocked":
+            label = "BLOCKED by A on …"
+        grid.add_row(Text(f" {label} ", style=STYLES[key]), what)
+    grid.add_row("", "")
+    grid.add_row(Text("Timeline", style="bold underline"), "")
+    grid.add_row("▬", "a statement running (or how long it ran)")
+    grid.add_row("█", "the stretch the server reported it blocked")
+    grid.add_row("┃", "where its wait budget ends (start + lock_timeout / innodb_lock_wait_timeout / WAIT n)")
+    return grid
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("f1", "dismiss", "Close", show=False),
+        Binding("q", "dismiss", "Close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help"):
+            yield Static(help_text())
+
+    def on_mount(self) -> None:
+        self.query_one("#help").border_title = "lockrace help  (Esc closes)"

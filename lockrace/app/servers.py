@@ -1,0 +1,64 @@
+"""The app's servers: at most one per engine, started on first use in a
+thread (never on the event loop), kept alive until the app quits."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..backends import Backend, open_backend
+from ..servers.target import Target, mysql_target, pg_target
+
+ENGINE_NAMES = {"postgres": "PostgreSQL 18", "mysql": "MariaDB/MySQL"}
+
+
+class ServerPool:
+    def __init__(self, dsn: dict[str, str | None] | None = None, targets: dict[str, Target] | None = None):
+        self.dsn = dsn or {}
+        self.targets: dict[str, Target] = dict(targets or {})
+        self.owned: set[str] = set()  # engines whose server this pool started (and must stop)
+        self.backends: dict[str, Backend] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def origin(self, engine: str) -> str:
+        target = self.targets.get(engine)
+        return target.origin if target else ""
+
+    def starting_text(self, engine: str) -> str:
+        if engine in self.targets or self.dsn.get(engine):
+            return f"connecting to {ENGINE_NAMES[engine]}…"
+        what = "embedded PostgreSQL 18" if engine == "postgres" else "a private MariaDB/MySQL server"
+        return f"starting {what}…"
+
+    async def backend(self, engine: str) -> Backend:
+        lock = self._locks.setdefault(engine, asyncio.Lock())
+        async with lock:
+            if engine in self.backends:
+                return self.backends[engine]
+            target = self.targets.get(engine)
+            if target is None:
+                factory = pg_target if engine == "postgres" else mysql_target
+                target = await asyncio.to_thread(factory, self.dsn.get(engine))
+                self.targets[engine] = target
+                if target.owned:
+                    self.owned.add(engine)
+            backend = await open_backend(target)
+            self.backends[engine] = backend
+            return backend
+
+    async def close(self) -> None:
+        """Leave servers as found: drop the sandbox on other people's servers, stop ours."""
+        for engine, backend in list(self.backends.items()):
+            target = self.targets[engine]
+            if not target.owned:
+                try:
+                    await asyncio.wait_for(backend.drop_sandbox(), 5)
+                except Exception:
+                    pass
+        await asyncio.to_thread(self.stop_owned)
+
+    def stop_owned(self) -> None:
+        for engine in list(self.owned):
+            try:
+                self.targets[engine].stop()
+            finally:
+                self.owned.discard(engine)

@@ -1,0 +1,196 @@
+"""One session's panel: status badges, a live wait counter, the transcript,
+the next scenario step and an input line."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import Input, RichLog, Static
+
+from ..engine.events import Event, SessionState, StatementFinished, StatementStarted
+from ..render.tables import result_lines
+from .status import SessionStatus, budget_words, seconds
+
+
+class SqlInput(Input):
+    """An Input with a per-session history on up / down."""
+
+    BINDINGS = [
+        Binding("up", "history(-1)", "Previous statement", show=False),
+        Binding("down", "history(1)", "Next statement", show=False),
+    ]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.history: list[str] = []
+        self._pos = 0
+
+    def remember(self, sql: str) -> None:
+        if not self.history or self.history[-1] != sql:
+            self.history.append(sql)
+        self._pos = len(self.history)
+
+    def action_history(self, delta: int) -> None:
+        if not self.history:
+            return
+        self._pos = max(0, min(len(self.history), self._pos + delta))
+        self.value = self.history[self._pos] if self._pos < len(self.history) else ""
+        self.cursor_position = len(self.value)
+
+
+def annotation(result) -> str:
+    """lockrace's own note after a result: outcome, time, wait and budget."""
+    took = seconds(result.elapsed_ns)
+    parts = []
+    if result.outcome == "ok":
+        parts.append(f"ok in {took}")
+    elif result.outcome == "skipped":
+        whose = f" locked by {', '.join(result.skipped_from)}" if result.skipped_from else ""
+        n = result.skipped_rows
+        parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
+    else:
+        words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
+                 "statement_timeout": "statement timeout"}
+        parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
+    if result.waited_ns or result.blocked_by:
+        who = ", ".join(result.blocked_by) or "another transaction"
+        parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
+    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused")):
+        parts.append(f"budget {budget_words(result.budget)}")
+    return "-- " + "; ".join(parts)
+
+
+OUTCOME_LINE_STYLES = {
+    "ok": "#5fd75f",
+    "skipped": "#00d7af",
+    "timed_out": "bold #ff5f5f",
+    "statement_timeout": "bold #ff5f5f",
+    "refused": "bold #d75fd7",
+    "deadlock": "bold #ff0000",
+    "cancelled": "#b2b2b2",
+    "error": "#ff8787",
+    "connection_lost": "bold #ff0000",
+}
+
+
+class SessionPanel(Vertical):
+    """Panel for session ``name``; the app feeds it engine events."""
+
+    class Submitted(Message):
+        def __init__(self, panel: "SessionPanel", sql: str):
+            super().__init__()
+            self.panel = panel
+            self.sql = sql
+
+    def __init__(self, name: str, **kwargs):
+        super().__init__(id=f"panel-{name}", classes="panel", **kwargs)
+        self.session = name
+        self.status = SessionStatus(name)
+        self.flavor = "postgres"
+        self.lines: list[str] = []  # plain transcript, for export
+        self.border_title = f"Session {name}"
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="panel-head"):
+            yield Static(self._badges(), classes="badges")
+        yield Static("", classes="wait-line")
+        log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, classes="transcript")
+        log.can_focus = False
+        yield log
+        yield Static("", classes="next-step")
+        yield SqlInput(placeholder=f"{self.name_hint()} type SQL, Enter runs it in {self.session}",
+                       classes="sql-input", id=f"input-{self.session}")
+
+    def name_hint(self) -> str:
+        return f"{self.session}>"
+
+    # ------------------------------------------------------------ parts
+    @property
+    def input(self) -> SqlInput:
+        return self.query_one(SqlInput)
+
+    @property
+    def transcript(self) -> RichLog:
+        return self.query_one(RichLog)
+
+    def _badges(self) -> Text:
+        text = Text()
+        act = self.status.activity()
+        if act is not None:
+            text.append(f" {act.label} ", style=act.style)
+            text.append(" ")
+        txn = self.status.transaction()
+        text.append(f" {txn.label} ", style=txn.style)
+        return text
+
+    def refresh_status(self) -> None:
+        self.query_one(".badges", Static).update(self._badges())
+        wait = self.status.wait_line()
+        line = self.query_one(".wait-line", Static)
+        line.update(Text(f" {wait}", style="bold #ffd75f") if wait else "")
+        line.display = bool(wait)
+        self.set_class(self.status.running is not None and self.status.running.blocked_since is not None, "blocked")
+
+    def tick(self) -> None:
+        if self.status.running is not None and self.status.running.blocked_since is not None:
+            self.refresh_status()
+
+    # ------------------------------------------------------------ content
+    def reset(self, flavor: str, heading: str = "") -> None:
+        self.flavor = flavor
+        self.status = SessionStatus(self.session)
+        self.lines.clear()
+        self.transcript.clear()
+        if heading:
+            self.write(heading, "dim italic")
+        self.show_next(None)
+        self.refresh_status()
+
+    def write(self, line: str, style: str = "", record: bool = True) -> None:
+        shown = line
+        stripped = line.lstrip(" ")
+        if len(stripped) != len(line):  # keep psql's alignment: wrapping would drop leading spaces
+            shown = "\u00a0" * (len(line) - len(stripped)) + stripped
+        self.transcript.write(Text(shown, style=style))
+        if record:
+            self.lines.append(line)
+
+    def handle(self, event: Event) -> None:
+        self.status.apply(event)
+        if isinstance(event, StatementStarted):
+            first, *rest = event.sql.splitlines() or [""]
+            self.write(f"{self.session}> {first}", "bold")
+            for line in rest:
+                self.write(f"   {line}", "bold")
+        elif isinstance(event, StatementFinished):
+            res = event.result
+            error = bool(res.code) or (res.failed and bool(res.message))
+            for line in result_lines(res, self.flavor):
+                self.write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
+            for notice in res.notices:
+                self.write(notice, "italic #9e9e9e")
+            self.write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
+        elif isinstance(event, SessionState):
+            pass
+        self.refresh_status()
+
+    def show_next(self, text: str | None) -> None:
+        box = self.query_one(".next-step", Static)
+        box.update(Text(text, style="bold") if text else "")
+        box.display = bool(text)
+        self.set_class(bool(text), "has-next")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        sql = event.value.strip()
+        if not sql:
+            return
+        self.input.remember(sql)
+        self.input.value = ""
+        self.post_message(self.Submitted(self, sql))
+
+    def on_click(self) -> None:
+        self.input.focus()

@@ -1,0 +1,190 @@
+"""What a session panel's badge says, derived only from engine events.
+
+Pure data, no Textual: the panel keeps a ``SessionStatus`` per session,
+feeds it every event for that session and asks it for badges.  Every state
+has a text label *and* a style, so color is never the only signal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+
+from ..engine.events import (
+    Budget,
+    Event,
+    LockInfo,
+    SessionState,
+    StatementBlocked,
+    StatementFinished,
+    StatementResult,
+    StatementStarted,
+    StatementUnblocked,
+)
+
+# badge key -> (label, style); the label may be extended with details
+STYLES = {
+    "idle": "bold #101010 on #8a8a8a",
+    "in transaction": "bold #101010 on #5fafd7",
+    "failed transaction": "bold white on #af5f00",
+    "running": "bold #101010 on #87d7ff",
+    "blocked": "bold #101010 on #ffd75f",
+    "timed out": "bold white on #d70000",
+    "statement timeout": "bold white on #d70000",
+    "refused": "bold white on #af00af",
+    "skipped": "bold #101010 on #00d7af",
+    "deadlock victim": "bold white on #870000",
+    "cancelled": "bold #101010 on #b2b2b2",
+    "error": "bold white on #d75f5f",
+    "connection lost": "bold white on #5f0000",
+    "ok": "bold #101010 on #5fd75f",
+    "connecting": "bold #101010 on #8a8a8a",
+}
+
+OUTCOME_KEYS = {
+    "timed_out": "timed out",
+    "statement_timeout": "statement timeout",
+    "refused": "refused",
+    "skipped": "skipped",
+    "deadlock": "deadlock victim",
+    "cancelled": "cancelled",
+    "error": "error",
+    "connection_lost": "connection lost",
+    "ok": "ok",
+}
+
+STATE_HELP = [
+    ("idle", "no transaction open; each statement commits on its own (autocommit)"),
+    ("in transaction", "BEGIN ran; locks taken so far are held until COMMIT or ROLLBACK"),
+    ("failed transaction", "PostgreSQL: an error aborted the transaction; only ROLLBACK helps"),
+    ("running", "the statement is on the server and not (yet) reported waiting"),
+    ("blocked", "the server reports the statement waiting for a lock another session holds"),
+    ("timed out", "the wait budget (lock_timeout / innodb_lock_wait_timeout / WAIT n) ran out"),
+    ("statement timeout", "statement_timeout / max_statement_time ended the statement"),
+    ("refused", "NOWAIT (or WAIT 0): the lock was not free, so the server refused at once"),
+    ("skipped", "SKIP LOCKED passed over rows other sessions hold locked"),
+    ("deadlock victim", "the server broke a lock cycle by failing this statement"),
+    ("cancelled", "cancelled on request (the cancel key, or a scenario step timeout)"),
+    ("error", "any other error the server returned"),
+    ("connection lost", "the session's connection is gone; reset or switch engine to reconnect"),
+]
+
+
+def seconds(ns: float) -> str:
+    s = ns / 1e9
+    if s < 1:
+        return f"{ns / 1e6:.0f} ms"
+    return f"{s:.1f} s"
+
+
+def budget_words(budget: Budget | None) -> str:
+    if budget is None:
+        return ""
+    if budget.ms == 0:
+        return budget.name
+    amount = f"{budget.ms:g} ms" if budget.ms < 1000 else f"{budget.ms / 1000:g} s"
+    return f"{amount} {budget.name}"
+
+
+@dataclass
+class Running:
+    stmt_id: int
+    sql: str
+    started_ns: int
+    budget: Budget | None
+    blocked_since: int | None = None
+    blockers: tuple[str, ...] = ()
+    lock: LockInfo | None = None
+
+
+@dataclass
+class Badge:
+    key: str
+    label: str
+
+    @property
+    def style(self) -> str:
+        return STYLES.get(self.key, STYLES["idle"])
+
+
+@dataclass
+class SessionStatus:
+    name: str
+    txn: str = "connecting"
+    running: Running | None = None
+    last: StatementResult | None = None
+    budgets: tuple[Budget, ...] = ()
+    ident: int = 0
+    statements: int = 0
+    history: list = field(default_factory=list)
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, StatementStarted):
+            self.running = Running(event.stmt_id, event.sql, event.t_ns, event.budget)
+            self.last = None
+            self.statements += 1
+        elif isinstance(event, StatementBlocked):
+            if self.running and self.running.stmt_id == event.stmt_id:
+                if self.running.blocked_since is None:
+                    self.running.blocked_since = event.t_ns
+                self.running.blockers = event.blockers
+                self.running.lock = event.lock
+        elif isinstance(event, StatementUnblocked):
+            if self.running and self.running.stmt_id == event.stmt_id:
+                self.running.blocked_since = None
+        elif isinstance(event, StatementFinished):
+            if self.running and self.running.stmt_id == event.stmt_id:
+                self.running = None
+            self.last = event.result
+        elif isinstance(event, SessionState):
+            self.txn = event.txn
+            self.budgets = event.budgets
+            self.ident = event.ident
+
+    # ------------------------------------------------------------ badges
+    def activity(self) -> Badge | None:
+        """What the current or last statement is doing / did (None: nothing to say)."""
+        run = self.running
+        if run is not None:
+            if run.blocked_since is not None:
+                who = ", ".join(run.blockers) or "another transaction"
+                on = f" on {run.lock.describe()}" if run.lock else ""
+                return Badge("blocked", f"BLOCKED by {who}{on}")
+            return Badge("running", "running")
+        res = self.last
+        if res is None:
+            return None
+        key = OUTCOME_KEYS.get(res.outcome, res.outcome)
+        if res.outcome == "ok":
+            return None
+        if res.outcome == "skipped":
+            whose = f" locked by {', '.join(res.skipped_from)}" if res.skipped_from else ""
+            n = res.skipped_rows
+            return Badge("skipped", f"skipped {n} row{'s' if n != 1 else ''}{whose}")
+        label = key
+        if res.outcome == "timed_out" and res.budget is not None:
+            label = f"timed out ({budget_words(res.budget)})"
+        return Badge(key, label)
+
+    def transaction(self) -> Badge:
+        if self.txn == "failed transaction":
+            return Badge("failed transaction", "failed transaction (ROLLBACK needed)")
+        if self.txn == "closed" or (self.last is not None and self.last.outcome == "connection_lost"):
+            return Badge("connection lost", "connection lost")
+        if self.txn == "idle" and self.running is not None:
+            return Badge("idle", "autocommit (no transaction)")
+        if self.txn in ("in transaction", "idle", "connecting"):
+            return Badge(self.txn, "connecting…" if self.txn == "connecting" else self.txn)
+        return Badge("idle", self.txn)
+
+    def wait_line(self, now_ns: int | None = None) -> str:
+        """'waiting 1.2 s of 2 s lock_timeout budget' while blocked, else ''."""
+        run = self.running
+        if run is None or run.blocked_since is None:
+            return ""
+        now = now_ns or perf_counter_ns()
+        waited = now - run.started_ns
+        who = ", ".join(run.blockers) or "another transaction"
+        if run.budget is None or run.budget.ms == 0:
+            return f"waiting {waited / 1e9:.1f} s, no budget: waits until {who} ends"
+        return f"waiting {waited / 1e9:.1f} s of {budget_words(run.budget)} budget"
