@@ -1,0 +1,1 @@
+"""Small helpers for the fault-matrix tests (tests/test_fault_*.py)."""

@@ -1,0 +1,90 @@
+"""Run ``python -m lockrace`` as a real subprocess for the fault tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def lockrace_env(tmpdir: Path | None = None, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKRACE_")}
+    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONUNBUFFERED"] = "1"
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)  # the private servers' temp dirs land here
+    env.update(extra)
+    return env
+
+
+def run_lockrace(args: list[str], env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lockrace", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+class LiveRun:
+    """A ``lockrace`` subprocess whose output is collected as it comes."""
+
+    def __init__(self, args: list[str], env: dict):
+        self.proc = subprocess.Popen([sys.executable, "-m", "lockrace", *args], cwd=REPO, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._threads = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.out), daemon=True),
+                         threading.Thread(target=self._pump, args=(self.proc.stderr, self.err), daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    @staticmethod
+    def _pump(stream, sink: list[str]) -> None:
+        for line in stream:
+            sink.append(line)
+
+    def wait_for_line(self, needle: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(needle in line for line in self.out):
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.02)
+        return False
+
+    def finish(self, timeout: float) -> int:
+        code = self.proc.wait(timeout)
+        for t in self._threads:
+            t.join(5)
+        return code
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.out)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.err)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of running processes that contain ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found

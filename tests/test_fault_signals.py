@@ -1,0 +1,154 @@
+"""Fault matrix 3 (CLI part): ``lockrace run`` interrupted by SIGINT / SIGTERM
+while three sessions are blocked and a fourth statement sleeps.
+
+The process must exit promptly (130, one line on stderr, no traceback); its
+private server must be gone with its temp dir (each run gets its own TMPDIR,
+so the check cannot see other runs' servers) and no process of it may be
+left.  On a server lockrace did not start (DSN), no connection of the run may
+remain and lockrace's sandbox schema/database must be dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pymysql
+import pytest
+from faults.cli import LiveRun, lockrace_env, processes_mentioning
+
+PG_DSN_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+MYSQL_DSN_SERVER = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
+
+SLEEP = {"postgres": "SELECT pg_sleep(60);", "mysql": "SELECT SLEEP(60);"}
+
+
+def blocking_scenario(engine: str) -> str:
+    return f"""title: three sessions blocked, a fourth sleeping
+engines: {engine}
+setup:
+    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
+    INSERT INTO accounts VALUES (1, 100);
+
+A> BEGIN;
+A> UPDATE accounts SET balance = 1 WHERE id = 1;
+B> UPDATE accounts SET balance = 2 WHERE id = 1;
+    completes-after: 7
+C> UPDATE accounts SET balance = 3 WHERE id = 1;
+    completes-after: 7
+D> UPDATE accounts SET balance = 4 WHERE id = 1;
+    completes-after: 7
+A> {SLEEP[engine]}
+A> COMMIT;
+"""
+
+
+@pytest.fixture
+def server_tmp():
+    """A TMPDIR for one run: the private servers run as 'nobody' when the tests
+    run as root, so it must be reachable by them (pytest's tmp_path is not)."""
+    path = Path(tempfile.mkdtemp(prefix="fault-tmp-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _interrupt(live: LiveRun, engine: str, sig: int) -> tuple[int, float]:
+    try:
+        assert live.wait_for_line(f"A> {SLEEP[engine]}", 30), live.stdout + live.stderr
+        assert live.stdout.count(" is blocked by ") == 3, live.stdout
+        time.sleep(0.2)  # the sleep is on the server now
+        t0 = time.monotonic()
+        live.proc.send_signal(sig)
+        code = live.finish(15)
+        return code, time.monotonic() - t0
+    finally:
+        live.kill()
+
+
+def _check_clean_exit(live: LiveRun, code: int, took: float) -> None:
+    assert code == 130, (code, live.stdout, live.stderr)
+    assert took < 5.0, f"took {took:.1f} s to exit"
+    assert "Traceback" not in live.stderr + live.stdout, live.stderr
+    assert live.stderr.strip().splitlines() == ["lockrace: interrupted; statements cancelled, servers stopped"]
+
+
+# Each signal on each engine, and each engine with each kind of server, in four runs.
+@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGINT), ("mysql", signal.SIGTERM)],
+                         ids=["postgres-SIGINT", "mysql-SIGTERM"])
+def test_run_interrupted_on_private_server(engine, sig, tmp_path, server_tmp):
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario(engine))
+    tmp = server_tmp
+    live = LiveRun(["run", str(scenario), "--step-timeout", "120"], lockrace_env(tmp))
+    code, took = _interrupt(live, engine, sig)
+    _check_clean_exit(live, code, took)
+    assert sorted(p.name for p in tmp.iterdir()) == [], "private server temp dirs left behind"
+    assert processes_mentioning(str(tmp)) == [], "server processes left behind"
+
+
+def _pg_leftovers(dbname: str, sandbox: str) -> tuple[list, bool]:
+    with psycopg.connect(PG_DSN_SERVER, autocommit=True, dbname=dbname) as conn:
+        backends = conn.execute(
+            "SELECT pid, application_name, state FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            [dbname]).fetchall()
+        schema = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [sandbox]).fetchone()[0]
+    return backends, bool(schema)
+
+
+def _mysql_leftovers(sandbox: str) -> tuple[list, bool]:
+    conn = pymysql.connect(**MYSQL_DSN_SERVER, autocommit=True)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT ID, COMMAND, INFO FROM information_schema.PROCESSLIST WHERE DB = %s", (sandbox,))
+        backends = list(cur.fetchall())
+        cur.execute("SELECT count(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (sandbox,))
+        return backends, bool(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGTERM), ("mysql", signal.SIGINT)],
+                         ids=["postgres-SIGTERM", "mysql-SIGINT"])
+def test_run_interrupted_on_dsn_server(engine, sig, tmp_path):
+    token = uuid.uuid4().hex[:8]
+    sandbox = f"lockrace_sig_{token}"
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario(engine))
+    dbname = f"fault_sig_{token}"
+    if engine == "postgres":
+        # a database of its own, so that its backends are the run's and nobody else's
+        with psycopg.connect(PG_DSN_SERVER, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {dbname}")
+        flags = ["--pg", f"postgresql://postgres@127.0.0.1:5432/{dbname}"]
+    else:
+        flags = ["--mysql", "mysql://root@127.0.0.1:3306"]
+    try:
+        live = LiveRun(["run", str(scenario), "--step-timeout", "120", *flags],
+                       lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
+        code, took = _interrupt(live, engine, sig)
+        _check_clean_exit(live, code, took)
+        deadline = time.monotonic() + 5
+        while True:
+            left, schema = _pg_leftovers(dbname, sandbox) if engine == "postgres" else _mysql_leftovers(sandbox)
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert left == [], "connections of the interrupted run are still on the server"
+        assert not schema, f"sandbox {sandbox} was not dropped"
+    finally:
+        if engine == "postgres":
+            with psycopg.connect(PG_DSN_SERVER, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
+        else:
+            conn = pymysql.connect(**MYSQL_DSN_SERVER, autocommit=True)
+            try:
+                conn.cursor().execute(f"DROP DATABASE IF EXISTS `{sandbox}`")
+            finally:
+                conn.close()
