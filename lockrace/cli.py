@@ -111,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+    # Re-deliver as SIGINT: inside asyncio.run that cancels the main task, so the
+    # cleanup (cancel statements, roll back, close connections, stop servers) runs
+    # on the loop; a KeyboardInterrupt raised here would skip it and leave worker
+    # threads waiting on the server.
+    signal.raise_signal(signal.SIGINT)
 
 
 def cmd_list(args) -> int:

@@ -120,6 +120,9 @@ class PrivateMySQL(PrivateServer):
         argv = [
             str(self.binary), "--no-defaults", f"--datadir={workdir / 'data'}", f"--socket={self.socket}",
             "--skip-networking", f"--pid-file={workdir / 'mysqld.pid'}", f"--log-error={workdir / 'server.err'}",
+            # temp files in the server's own dir (removed on stop), not in $TMPDIR,
+            # which the unprivileged server user may not be able to write
+            f"--tmpdir={workdir}",
             "--innodb-buffer-pool-size=32M", "--innodb-flush-log-at-trx-commit=0", "--skip-log-bin",
             "--max-connections=200", "--lc-messages=en_US",
         ]
