@@ -83,6 +83,7 @@ class LockraceApp(App[int]):
         Binding("f8", "switch_engine", "Engine"),
         Binding("f9", "pick_scenario", "Scenarios"),
         Binding("ctrl+s", "save", "Save"),
+        Binding("ctrl+l", "lab", "Lab", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("alt+a", "focus_session('A')", "Session A", show=False),
         Binding("alt+b", "focus_session('B')", "Session B", show=False),
@@ -495,6 +496,16 @@ class LockraceApp(App[int]):
             scenario = None
         self.open_race(other, scenario)
 
+    def action_lab(self) -> None:
+        """The race lab (holder vs waiter, every mode) on the current server."""
+        from .lab_screen import LabScreen
+
+        if self.race is None:
+            self.notify("Not connected yet: wait for the server.", severity="warning")
+            return
+        if not isinstance(self.screen, LabScreen):
+            self.push_screen(LabScreen(self.race.backend))
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -530,6 +541,8 @@ class LockraceApp(App[int]):
         yield SystemCommand(f"Switch engine to {other}", "Tear down this race and open one on the other engine (F8)",
                             self.action_switch_engine)
         yield SystemCommand("Scenarios", "Pick a built-in scenario (F9)", self.action_pick_scenario)
+        yield SystemCommand("Race lab", "Holder vs waiter in every wait mode on this server, measured (Ctrl+L)",
+                            self.action_lab)
         yield SystemCommand("Save race", "Save the race so far as a .race scenario and a .txt transcript (Ctrl+S)",
                             self.action_save)
         try:
@@ -542,6 +555,11 @@ class LockraceApp(App[int]):
         yield from super().get_system_commands(screen)
 
     # ------------------------------------------------------------ quitting
+    async def on_unmount(self) -> None:
+        """However the app ends, statements are cancelled and connections closed."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._close_race(), 10)
+
     async def action_quit(self) -> None:
         if self.closing:
             return

@@ -26,6 +26,7 @@ KEYS = [
     ("F8", "switch engine: PostgreSQL ↔ MariaDB/MySQL (both servers stay up until quit)"),
     ("F9", "scenario picker (built-in scenarios)"),
     ("Ctrl+S", "save the race so far as a .race scenario and its transcript as .txt"),
+    ("Ctrl+L", "race lab: holder vs waiter in every wait mode, measured on this server"),
     ("Ctrl+P", "command palette (every action, and each scenario by name)"),
     ("F1", "this help"),
     ("Ctrl+Q", "quit: cancel statements, roll back, close connections, stop servers"),

@@ -215,7 +215,7 @@ def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
                 cells[x] = ("█" if blocked_part else "▬", color)
             if bar.budget is not None and (bar.running or bar.was_blocked or state in ("refused", "timed_out")):
                 mx = col(bar.start_ns + int(bar.budget.ms * 1e6))
-                markers.append((mx, "bold #ff5f5f" if bar.running else "#d75f5f"))
+                markers.append((mx, "bold #ffffff on #870000" if bar.running else "bold #ffffff"))
         for mx, style in markers:
             cells[mx] = ("┃", style)
         out.append(f" {lane} ", style="bold")

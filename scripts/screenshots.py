@@ -1,0 +1,139 @@
+"""Play scenarios in the real app, headless, to their telling moment and
+save SVG screenshots in screenshots/.
+
+    python scripts/screenshots.py            # every picture
+    python scripts/screenshots.py pg-nowait  # only those whose name contains this
+
+Starts the embedded PostgreSQL 18 and a private MariaDB (or uses
+LOCKRACE_PG_DSN / LOCKRACE_MYSQL_DSN) and stops them at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lockrace.app.app import LockraceApp  # noqa: E402
+from lockrace.scenario.library import resolve  # noqa: E402
+from lockrace.servers.target import mysql_target, pg_target  # noqa: E402
+
+OUT = ROOT / "screenshots"
+SIZE = (160, 46)
+
+
+async def wait_for(pilot, condition, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+async def play_until(app, pilot, done) -> None:
+    """Press F5 (step) until ``done(record)`` holds for a completed step."""
+    player = app.player
+    while not any(done(r) for r in player.records if r.result is not None):
+        if player.next_step is None and not player.busy:
+            raise RuntimeError(f"{player.scenario.name}: ran out of steps before the telling moment")
+        if not player.busy:
+            await pilot.press("f5")
+        await pilot.pause(0.05)
+    await wait_for(pilot, lambda: not player.busy, what="step to settle")
+
+
+def outcome_in(session: str, outcome: str):
+    return lambda r: r.step.session == session and r.result.outcome == outcome
+
+
+async def scenario_shot(targets, name: str, engine: str, done, filename: str) -> Path:
+    app = LockraceApp(engine=engine, scenario=resolve(name), targets=targets)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.ready.wait(), 60)
+        await play_until(app, pilot, done)
+        await pilot.pause(0.3)
+        app.screen.set_focus(None)
+        await pilot.pause()
+        path = Path(app.save_screenshot(filename, str(OUT)))
+        await app._close_race()
+    return path
+
+
+async def free_form_shot(targets, engine: str, filename: str) -> Path:
+    app = LockraceApp(engine=engine, targets=targets)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.ready.wait(), 60)
+
+        async def submit(session: str, sql: str) -> None:
+            panel = app.panels[session]
+            count = panel.status.statements
+            panel.input.focus()
+            panel.input.value = sql
+            await panel.input.action_submit()
+
+            def settled() -> bool:
+                st = panel.status
+                return st.statements > count and (st.running is None or st.running.blocked_since is not None)
+
+            await wait_for(pilot, settled, what=f"{session} to finish or block")
+
+        await submit("A", "BEGIN;")
+        await submit("A", "UPDATE accounts SET balance = balance - 10 WHERE id = 1;")
+        await submit("B", "SET lock_timeout = '5s';" if engine == "postgres"
+                     else "SET SESSION innodb_lock_wait_timeout = 5;")
+        await submit("B", "UPDATE accounts SET balance = balance + 10 WHERE id = 1;")
+        await wait_for(pilot, lambda: app.panels["B"].status.running is not None
+                       and app.panels["B"].status.running.blocked_since is not None, what="B blocked")
+        await pilot.pause(2.0)  # let the bar grow toward the budget marker
+        app.panels["A"].input.focus()
+        app.panels["A"].input.value = "COMMIT;"
+        await pilot.pause()
+        path = Path(app.save_screenshot(filename, str(OUT)))
+        await app._close_race()
+    return path
+
+
+async def main(only: str) -> int:
+    OUT.mkdir(exist_ok=True)
+    pg = mysql = None
+    made: list[Path] = []
+    try:
+        shots = [
+            ("pg-nowait-refused", "postgres",
+             lambda t: scenario_shot(t, "pg-nowait", "postgres", outcome_in("B", "refused"), "pg-nowait-refused.svg")),
+            ("pg-lock-timeout-timed-out", "postgres",
+             lambda t: scenario_shot(t, "pg-lock-timeout", "postgres", outcome_in("B", "timed_out"),
+                                     "pg-lock-timeout-timed-out.svg")),
+            ("pg-skip-locked-d-skips", "postgres",
+             lambda t: scenario_shot(t, "pg-skip-locked", "postgres", outcome_in("D", "skipped"),
+                                     "pg-skip-locked-d-skips.svg")),
+            ("mariadb-lock-wait-timeout", "mysql",
+             lambda t: scenario_shot(t, "mysql-lock-wait-timeout", "mysql", outcome_in("B", "timed_out"),
+                                     "mariadb-lock-wait-timeout.svg")),
+            ("free-form-b-blocked-by-a", "postgres",
+             lambda t: free_form_shot(t, "postgres", "free-form-b-blocked-by-a.svg")),
+        ]
+        shots = [s for s in shots if only in s[0]]
+        for name, engine, make in shots:
+            if engine == "postgres" and pg is None:
+                pg = await asyncio.to_thread(pg_target, None)
+            if engine == "mysql" and mysql is None:
+                mysql = await asyncio.to_thread(mysql_target, None)
+            targets = {"postgres": pg} if engine == "postgres" else {"mysql": mysql}
+            t0 = time.monotonic()
+            path = await make(targets)
+            made.append(path)
+            print(f"{path.relative_to(ROOT)}  ({time.monotonic() - t0:.1f} s)", flush=True)
+    finally:
+        for target in (pg, mysql):
+            if target is not None:
+                await asyncio.to_thread(target.stop)
+    return 0 if made else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "")))
