@@ -158,24 +158,21 @@ def _all_interleavings(sessions: list[list[str]], path) -> list[list[Permutation
         total //= factorial(len(s))
     if total > MAX_INTERLEAVINGS:
         raise ScenarioError(path, None, f"no permutation given and {total} interleavings is too many to run")
+    # Depth-first, trying session 1's next step first (upstream's recursion
+    # order), with an explicit stack: a session with thousands of steps has a
+    # single interleaving, which must not exhaust Python's recursion limit.
     out: list[list[PermutationEntry]] = []
-    piles = [0] * len(sessions)
-    chosen: list[str] = []
-
-    def recurse() -> None:
-        found = False
-        for i, steps in enumerate(sessions):
-            if piles[i] < len(steps):
-                chosen.append(steps[piles[i]])
-                piles[i] += 1
-                recurse()
-                piles[i] -= 1
-                chosen.pop()
-                found = True
-        if not found:
+    stack: list[tuple[list[int], list[str]]] = [([0] * len(sessions), [])]
+    while stack:
+        piles, chosen = stack.pop()
+        ready = [i for i, steps in enumerate(sessions) if piles[i] < len(steps)]
+        if not ready:
             out.append([PermutationEntry(name) for name in chosen])
-
-    recurse()
+            continue
+        for i in reversed(ready):
+            nxt = list(piles)
+            nxt[i] += 1
+            stack.append((nxt, chosen + [sessions[i][piles[i]]]))
     return out
 
 

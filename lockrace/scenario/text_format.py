@@ -275,7 +275,7 @@ def write_scenario(sc: Scenario) -> str:
     """Render a Scenario in the ``.race`` format; ``parse_scenario`` reads it back."""
     out: list[str] = []
     if sc.title:
-        out.append(f"title: {sc.title}")
+        out.extend(_value("title", sc.title))  # a title may run over several lines
     out.append(f"engines: {', '.join(sc.engines)}")
     if sc.source:
         out.extend(_value("source", sc.source))

@@ -1,0 +1,236 @@
+"""Fault matrix 5: malformed scenario and spec files (hypothesis).
+
+Both readers -- lockrace's ``.race`` format (text_format) and PostgreSQL
+isolation specs (spec_format) -- are fed random text, random bytes and
+mutations of the real files in the repository (built-in scenarios, the
+isolation specs under tests/isolation): lines deleted, duplicated, swapped,
+truncated, random characters and bytes spliced in.  They may only ever return
+a Scenario or raise ScenarioError whose text starts with ``file:line:`` (or
+``file:`` for whole-file problems such as undecodable bytes) -- never another
+exception, never a hang.  Runs are derandomized, so CI sees the same cases.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lockrace.scenario.errors import ScenarioError
+from lockrace.scenario.model import Scenario
+from lockrace.scenario.spec_format import parse_spec, read_spec
+from lockrace.scenario.text_format import parse_scenario, read_scenario, write_scenario
+
+REPO = Path(__file__).resolve().parents[1]
+RACE_FILES = sorted((REPO / "scenarios").glob("*.race"))
+SPEC_FILES = sorted((REPO / "tests" / "isolation").rglob("*.spec"))
+RACE_TEXTS = [p.read_text() for p in RACE_FILES]
+SPEC_TEXTS = [p.read_text() for p in SPEC_FILES]
+
+FUZZ = settings(
+    max_examples=150,
+    deadline=1000,  # ms per example; a parser that is slow on some input fails here
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+class Hang(BaseException):
+    """Raised by the watchdog; a BaseException so no parser can swallow it."""
+
+
+@contextmanager
+def watchdog(seconds: float = 5.0):
+    """Fail instead of hanging forever (deadline= only judges finished examples)."""
+
+    def fire(signum, frame):
+        raise Hang(f"parser still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def check_outcome(call, path: str, text: str | None = None) -> Scenario | ScenarioError:
+    """Run one parse; it must return a Scenario or raise a located ScenarioError."""
+    with watchdog():
+        try:
+            result = call()
+        except ScenarioError as exc:
+            message = str(exc)
+            assert message.startswith(f"{path}:"), message
+            assert exc.message and "Traceback" not in message
+            if exc.line is not None:
+                assert message.startswith(f"{path}:{exc.line}: "), message
+                if text is not None:
+                    assert 1 <= exc.line <= max(1, len(text.splitlines()) + 1), (exc.line, message)
+            return exc
+    assert isinstance(result, Scenario)
+    return result
+
+
+# ------------------------------------------------------------------ mutations
+
+
+@st.composite
+def mutated(draw, texts: list[str]) -> str:
+    lines = draw(st.sampled_from(texts)).splitlines()
+    alphabet = st.characters(codec="utf-8", exclude_categories=("Cs",))
+    fragments = st.sampled_from([
+        "A> ", "B> SELECT 1;", "    expect: ", "    code: 55P03", "    completes-after: 99", "    blocked-by: Z",
+        "title:", "engines: postgres, mysql", "engines: oracle", "setup[mariadb]:", "note:", "steps:", "\t", ";",
+        "session s1", "step s1a { SELECT 1; }", "permutation s1a(*) s2a(s1a notices 3)", "{", "}", '"', "(", ")",
+        "setup { CREATE TABLE t (id int); }", "teardown {", "# engines: mysql", "\x00", "\ufeff", "\r",
+    ])
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["delete", "duplicate", "swap", "insert", "splice", "truncate", "indent"]))
+        if not lines and op != "insert":
+            continue
+        i = draw(st.integers(0, max(0, len(lines) - 1)))
+        if op == "delete":
+            del lines[i]
+        elif op == "duplicate":
+            lines[i:i] = [lines[i]] * draw(st.integers(1, 3))
+        elif op == "swap":
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif op == "insert":
+            lines.insert(i, draw(fragments | st.text(alphabet, max_size=30)))
+        elif op == "splice":
+            line = lines[i]
+            at = draw(st.integers(0, len(line)))
+            cut = draw(st.integers(0, 5))
+            lines[i] = line[:at] + draw(fragments | st.text(alphabet, max_size=8)) + line[at + cut:]
+        elif op == "truncate":
+            lines = lines[:i]
+        elif op == "indent":
+            lines[i] = draw(st.sampled_from(["", " ", "    ", "\t"])) + lines[i].lstrip()
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\n\n"]))
+
+
+def byte_mutated(texts: list[str]):
+    @st.composite
+    def build(draw) -> bytes:
+        data = bytearray(draw(st.sampled_from(texts)).encode())
+        for _ in range(draw(st.integers(1, 4))):
+            at = draw(st.integers(0, len(data)))
+            data[at:at + draw(st.integers(0, 3))] = draw(st.binary(min_size=1, max_size=6))
+        return bytes(data)
+
+    return build()
+
+
+def _write(data: bytes, suffix: str) -> str:
+    fd, name = tempfile.mkstemp(suffix=suffix, prefix="fuzz-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return name
+
+
+# ------------------------------------------------------------------ .race
+
+
+def test_corpus_is_there():
+    assert len(RACE_TEXTS) >= 6 and len(SPEC_TEXTS) >= 4
+    for path, text in zip(RACE_FILES, RACE_TEXTS):
+        assert isinstance(parse_scenario(text, path=path), Scenario)
+    for path, text in zip(SPEC_FILES, SPEC_TEXTS):
+        assert isinstance(parse_spec(text, path), Scenario)
+
+
+@FUZZ
+@given(st.text(max_size=400))
+def test_race_random_text(text):
+    check_outcome(lambda: parse_scenario(text, path="fuzz.race"), "fuzz.race", text)
+
+
+@FUZZ
+@given(mutated(RACE_TEXTS))
+def test_race_mutated_builtins(text):
+    result = check_outcome(lambda: parse_scenario(text, path="m.race"), "m.race", text)
+    if isinstance(result, Scenario):
+        # whatever it accepted, it can write back and read again
+        again = parse_scenario(write_scenario(result), path="again.race")
+        assert [(s.session, s.sql) for s in again.steps] == [(s.session, s.sql) for s in result.steps]
+
+
+@FUZZ
+@given(byte_mutated(RACE_TEXTS))
+def test_race_files_with_random_bytes(data):
+    name = _write(data, ".race")
+    try:
+        check_outcome(lambda: read_scenario(name), name)
+    finally:
+        os.unlink(name)
+
+
+# ------------------------------------------------------------------ .spec
+
+
+@FUZZ
+@given(st.text(max_size=400))
+def test_spec_random_text(text):
+    check_outcome(lambda: parse_spec(text, "fuzz.spec"), "fuzz.spec", text)
+
+
+@FUZZ
+@given(mutated(SPEC_TEXTS))
+def test_spec_mutated_files(text):
+    check_outcome(lambda: parse_spec(text, "m.spec"), "m.spec", text)
+
+
+@FUZZ
+@given(byte_mutated(SPEC_TEXTS))
+def test_spec_files_with_random_bytes(data):
+    name = _write(data, ".spec")
+    try:
+        check_outcome(lambda: read_spec(name), name)
+    finally:
+        os.unlink(name)
+
+
+# ------------------------------------------------------------------ edge cases found by hand
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "\n\n\n",
+    "A>",
+    "A> ;",
+    "engines: postgres\nA> SELECT 'unterminated;\n",
+    "engines: postgres\nA> SELECT 1\n",
+    "engines: postgres\nA> SELECT 1;\n    completes-after: 999999999999999999999999\n",
+    "engines: postgres\n" + "A> SELECT 1;\n" * 5000,
+    "engines: postgres\nA> SELECT 1;\n    row: " + "|" * 10000 + "\n",
+    "title:\n" + "    x\n" * 20000,
+], ids=lambda text: repr(text[:24]) + (f"..{len(text)}" if len(text) > 24 else ""))
+def test_race_edge_cases(text):
+    check_outcome(lambda: parse_scenario(text, path="edge.race"), "edge.race", text)
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "session s1",
+    "session s1 step a {",
+    'session "unterminated',
+    "session s1 step a { SELECT 1; } permutation a(",
+    "session s1 step a { SELECT 1; } permutation a(notices notices)",
+    "session s1 step a { SELECT 1; } permutation a(* notices 99999999999999999999999)",
+    # one session with many steps: a single interleaving, but a deep one
+    "session s1\n" + "".join(f"step s{i} {{ SELECT {i}; }}\n" for i in range(3000)),
+    # many sessions, no permutation: too many interleavings to enumerate
+    "".join(f"session p{i}\nstep a{i} {{ SELECT 1; }}\nstep b{i} {{ SELECT 2; }}\n" for i in range(12)),
+], ids=lambda text: repr(text[:24]) + (f"..{len(text)}" if len(text) > 24 else ""))
+def test_spec_edge_cases(text):
+    check_outcome(lambda: parse_spec(text, "edge.spec"), "edge.spec", text)
