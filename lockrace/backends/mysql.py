@@ -183,6 +183,14 @@ WHERE ID IN ({ids}) AND STATE LIKE 'Waiting for %%lock%%'
 """
 
 
+_DDL_TEXT = re.compile(r"^\s*(alter|create|drop|truncate|rename|lock\s+tables?|optimize|analyze)\b")
+
+_MDL_QUEUED = """
+SELECT ID, INFO FROM information_schema.PROCESSLIST
+WHERE ID <> %s AND STATE LIKE 'Waiting for table metadata lock'
+"""
+
+
 def _table_name(raw: str | None) -> str:
     """`lockrace`.`accounts` -> accounts"""
     if not raw:
@@ -285,6 +293,13 @@ class MySQLMonitor(MonitorConnection):
                 named = [(int(t), n) for t, n in found if n and re.search(rf"\b{re.escape(n.lower())}\b", text)]
                 holders = tuple(sorted({t for t, _ in named}))
                 table = named[0][1] if named else ""
+                if table and not _DDL_TEXT.match(text):
+                    # A read or write waits for a metadata lock only behind DDL.  METADATA_LOCK_INFO
+                    # lists granted locks, not the queued DDL that really blocks it: name that.
+                    queued = await self._query(_MDL_QUEUED, (ident,))
+                    ahead = tuple(sorted(int(t) for t, q in queued
+                                         if re.search(rf"\b{re.escape(table.lower())}\b", (q or "").lower())))
+                    holders = ahead or holders
             reports[int(ident)] = WaitReport(int(ident), holders, LockInfo("metadata", "", table, str(state)))
         return reports
 
@@ -363,7 +378,7 @@ class MySQLBackend(Backend):
             )
         except pymysql.MySQLError as exc:
             errno, message = _error_parts(exc)
-            message = message.split("\n")[0].strip(" ()'\"")
+            message = message.split("\n")[0].strip()  # keep the server's closing parenthesis
             if kwargs.get("password"):
                 message = message.replace(kwargs["password"], "***")
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {message}") from None

@@ -14,8 +14,8 @@ installed where lockrace is developed:
   3024 ER_QUERY_TIMEOUT      "Query execution was interrupted, maximum statement
                               execution time exceeded"
   1317 ER_QUERY_INTERRUPTED  "Query execution was interrupted"
-MariaDB answers NOWAIT / WAIT 0 with 1205 at once, and max_statement_time
-with 1969 ER_STATEMENT_TIMEOUT.
+MariaDB answers NOWAIT / WAIT 0 with 1205 at once (and WAIT 0.5 too: it keeps
+only the whole seconds), and max_statement_time with 1969 ER_STATEMENT_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -39,6 +39,21 @@ def wait_clause(sql: str) -> float | None:
     """MariaDB ``WAIT n`` seconds in the statement, if any."""
     m = _WAIT_RE.search(_strip_literals(sql))
     return float(m.group(1)) if m else None
+
+
+_WAIT_ANY_RE = re.compile(r"\bWAIT\s+(\d*)(\.\d*)?([eE][-+]?\d+)?(?![\w.])", re.IGNORECASE)
+
+
+def wait_seconds(sql: str) -> tuple[str, int] | None:
+    """MariaDB ``WAIT n``: the number as written and the whole seconds the
+    server really waits.  MariaDB 10.11 keeps only the leading digits
+    (measured: WAIT 1.9 waits 1 s, WAIT 0.5 and WAIT .5 refuse at once like
+    WAIT 0, WAIT 5e-1 waits 5 s)."""
+    for m in _WAIT_ANY_RE.finditer(_strip_literals(sql)):
+        digits, frac, exp = m.group(1), m.group(2) or "", m.group(3) or ""
+        if digits or (frac and len(frac) > 1):
+            return digits + frac + exp, int(digits or 0)
+    return None
 
 
 def asks_skip_locked(sql: str) -> bool:
@@ -76,8 +91,8 @@ def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0
     if errno == 3572:
         return "refused"
     if errno == 1205:
-        wait = wait_clause(sql)
-        if asks_nowait(sql) or (wait is not None and wait == 0):
+        wait = wait_seconds(sql)
+        if asks_nowait(sql) or (wait is not None and wait[1] == 0):
             return "refused"
         return "timed_out"
     if errno == 1213:

@@ -268,13 +268,14 @@ class Race:
         running = [s for s in self.sessions.values() if s.running is not None]
         if not running or self.monitor is None:
             return
+        asked = {s.name: s.running for s in running}
         reports = await self.monitor.waits([s.ident for s in running])
         self.polls += 1
         now = perf_counter_ns()
         for s in running:
             stmt = s.running
-            if stmt is None or stmt.result is not None:
-                continue  # finished while we asked
+            if stmt is None or stmt.result is not None or stmt is not asked[s.name]:
+                continue  # finished while we asked: the answer is about that statement, not a newer one
             report = reports.get(s.ident)
             if report is not None:
                 blockers = tuple(self.name_of(i) for i in report.blockers)

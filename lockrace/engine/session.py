@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..backends.base import SessionConnection
 from .events import Budget, LockInfo, StatementResult
-from .outcome import asks_nowait, wait_clause
+from .outcome import asks_nowait, wait_seconds
 
 _DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
 
@@ -54,9 +54,11 @@ class Session:
         if self.flavor != "postgres":
             if asks_nowait(sql):
                 return Budget("NOWAIT", 0.0)
-            wait = wait_clause(sql)
+            wait = wait_seconds(sql)
             if wait is not None:
-                return Budget(f"WAIT {wait:g}", wait * 1000.0)
+                text, seconds = wait
+                label = f"WAIT {text}" if text == str(seconds) else f"WAIT {text} (read as {seconds})"
+                return Budget(label, seconds * 1000.0)
         values = {b.name: b.ms for b in self.budgets}
         if self.flavor == "postgres":
             names = ["lock_timeout", "statement_timeout"]

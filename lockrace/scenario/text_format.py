@@ -48,7 +48,7 @@ EXPECT_KEYS = {
     "rows": "rows",  # number of rows returned
     "row": "row",  # one expected row, cells split on |
     "tag": "tag",  # command tag, e.g. UPDATE 1
-    "blocked-by": "blocked_by",  # the server reports this step waiting on that session
+    "blocked-by": "blocked_by",  # the server reports this step waiting on that session ("nobody": never waiting)
     "completes-after": "completes_after",  # finishes only after step N ran
     "txn": "txn",  # transaction state afterwards
     "skipped": "skipped",  # how many rows SKIP LOCKED passed over
@@ -246,7 +246,7 @@ class _Parser:
             for exp in step.expectations:
                 if exp.key == "completes_after" and not int(step.name) < exp.value <= count:
                     raise self.error(exp.line, f"completes-after: {exp.value} must name a later step (up to {count})")
-                if exp.key == "blocked_by":
+                if exp.key == "blocked_by" and str(exp.value) != "nobody":
                     for who in re.split(r"[,\s]+", str(exp.value)):
                         if who and who not in names:
                             raise self.error(exp.line, f"blocked-by: no session named {who}")
