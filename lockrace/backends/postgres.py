@@ -46,7 +46,7 @@ WHERE a.pid = ANY(%s) AND a.wait_event_type = 'Lock'
 
 def _connect_error(exc: Exception, target: Target) -> ConnectError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    text = re.sub(r"^connection failed: ", "", text)
+    text = re.sub(r"^(connection failed|connection is bad): ", "", text)
     return ConnectError(f"cannot connect to PostgreSQL at {target.describe()}: {redact(text)}")
 
 

@@ -1,0 +1,178 @@
+"""Fault matrix 6: servers lockrace cannot use.
+
+Wrong DSN, refused connection, wrong password, server not running, mariadbd
+missing: ``lockrace run`` prints one sentence on stderr (``lockrace: ...``),
+exits 2, shows no traceback, and no password -- a recognizable fake one, or
+the real one of a throwaway user -- appears anywhere in its output.
+
+Servers: PostgreSQL 15 on 127.0.0.1:5432 trusts every local connection, so no
+password can be wrong there; the wrong-password case for PostgreSQL uses the
+tests' own private PostgreSQL 18 (Unix socket), where the test adds a
+throwaway role with scram-sha-256 to pg_hba.conf and removes it afterwards.
+MariaDB on 127.0.0.1:3306 gets a throwaway user with a password.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import psycopg
+import pymysql
+import pytest
+from faults.cli import REPO, lockrace_env, run_lockrace
+
+FAKE_PW = "Fake-Pw-7f3a9c"  # must never show up in any output
+RIGHT_PW = "Right-Pw-4d2e8b"
+ROLE = "lockrace_fault_pw"
+
+MYSQL_ADMIN = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
+
+
+def assert_one_clear_sentence(out, *, contains: str, secrets=(FAKE_PW,)) -> str:
+    text = out.stdout + out.stderr
+    assert out.returncode == 2, text
+    assert "Traceback" not in text, text
+    assert out.stdout == "", out.stdout
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    line = lines[0]
+    assert line.startswith("lockrace: "), line
+    assert contains in line, line
+    assert line.count("(") == line.count(")"), f"unbalanced parentheses: {line}"
+    for secret in secrets:
+        assert secret not in text, f"password leaked: {text}"
+    return line
+
+
+PG_CASES = {
+    "unparsable": (f"host=127.0.0.1 password='{FAKE_PW}", "not a PostgreSQL DSN: host=127.0.0.1 password=***"),
+    "mysql-dsn-given-to-pg": (f"mysql://root:{FAKE_PW}@127.0.0.1:3306", "is a MySQL DSN; give it with --mysql"),
+    "refused": (f"postgresql://postgres:{FAKE_PW}@127.0.0.1:1/postgres", "port 1 failed: Connection refused"),
+    "not-running": (f"host=/tmp/lockrace-fault-no-server port=5432 user=postgres password={FAKE_PW}",
+                    'connection to server on socket "/tmp/lockrace-fault-no-server/.s.PGSQL.5432" failed'),
+    "unknown-host": (f"postgresql://postgres:{FAKE_PW}@no-such-host.invalid/postgres",
+                     "failed to resolve host 'no-such-host.invalid'"),
+    "no-such-database": (f"postgresql://postgres:{FAKE_PW}@127.0.0.1:5432/lockrace_fault_no_db",
+                         'database "lockrace_fault_no_db" does not exist'),
+}
+
+MYSQL_CASES = {
+    "unparsable-port": (f"mysql://root:{FAKE_PW}@127.0.0.1:notaport", "not a MySQL DSN: mysql://root:***@127.0.0.1:notaport"),
+    "pg-dsn-given-to-mysql": (f"postgresql://root:{FAKE_PW}@127.0.0.1:3306", "not a MySQL DSN"),
+    "refused": (f"mysql://root:{FAKE_PW}@127.0.0.1:1",
+                "cannot connect to MySQL/MariaDB at mysql://root@127.0.0.1:1: Can't connect to MySQL server on "
+                "'127.0.0.1' ([Errno 111] Connection refused)"),
+    "not-running": (f"mysql://root:{FAKE_PW}@localhost/?unix_socket=/tmp/lockrace-fault-no-server.sock",
+                    "at mysql://root@/tmp/lockrace-fault-no-server.sock: Can't connect"),
+    "unknown-user": (f"mysql://lockrace_fault_nobody:{FAKE_PW}@127.0.0.1:3306",
+                     "Access denied for user 'lockrace_fault_nobody'@'127.0.0.1' (using password: YES)"),
+}
+
+
+@pytest.mark.parametrize("case", list(PG_CASES))
+def test_unusable_pg_dsn(case):
+    dsn, expected = PG_CASES[case]
+    out = run_lockrace(["run", "pg-nowait", "--pg", dsn], lockrace_env())
+    assert_one_clear_sentence(out, contains=expected)
+
+
+@pytest.mark.parametrize("case", list(MYSQL_CASES))
+def test_unusable_mysql_dsn(case):
+    dsn, expected = MYSQL_CASES[case]
+    out = run_lockrace(["run", "mysql-nowait", "--mysql", dsn], lockrace_env())
+    assert_one_clear_sentence(out, contains=expected)
+
+
+def test_unusable_dsn_from_environment():
+    env = lockrace_env(LOCKRACE_PG_DSN=f"postgresql://postgres:{FAKE_PW}@127.0.0.1:1/postgres")
+    out = run_lockrace(["run", "pg-nowait"], env)
+    assert_one_clear_sentence(out, contains="Connection refused")
+
+
+# ------------------------------------------------------------------ passwords
+
+
+@pytest.fixture
+def pg_password_role(pg_server):
+    """A role on the tests' private PostgreSQL that must give a password."""
+    hba = pg_server.server.dir / "data" / "pg_hba.conf"
+    original = hba.read_text()
+    with psycopg.connect(pg_server.conninfo, autocommit=True) as conn:
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        conn.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{RIGHT_PW}'")
+        conn.execute(f"GRANT CREATE ON DATABASE postgres TO {ROLE}")
+        hba.write_text(f"local all {ROLE} scram-sha-256\n" + original)
+        conn.execute("SELECT pg_reload_conf()")
+    try:
+        yield f"host={pg_server.server.dir} port=5432 dbname=postgres user={ROLE}"
+    finally:
+        hba.write_text(original)
+        with psycopg.connect(pg_server.conninfo, autocommit=True) as conn:
+            conn.execute("SELECT pg_reload_conf()")
+            conn.execute(f"DROP SCHEMA IF EXISTS {ROLE}_box CASCADE")
+            conn.execute(f"REVOKE CREATE ON DATABASE postgres FROM {ROLE}")
+            conn.execute(f"DROP ROLE IF EXISTS {ROLE}")
+
+
+@pytest.fixture
+def mysql_password_user():
+    """A throwaway user on MariaDB 127.0.0.1:3306 with a password and rights on its own sandbox only."""
+    conn = pymysql.connect(**MYSQL_ADMIN, autocommit=True)
+    cur = conn.cursor()
+    cur.execute(f"DROP USER IF EXISTS '{ROLE}'@'127.0.0.1'")
+    cur.execute(f"CREATE USER '{ROLE}'@'127.0.0.1' IDENTIFIED BY '{RIGHT_PW}'")
+    cur.execute(f"GRANT ALL ON `{ROLE}_box`.* TO '{ROLE}'@'127.0.0.1'")
+    cur.execute(f"GRANT PROCESS ON *.* TO '{ROLE}'@'127.0.0.1'")  # lock views, as the README asks of a DSN user
+    try:
+        yield f"mysql://{ROLE}:{{pw}}@127.0.0.1:3306"
+    finally:
+        cur.execute(f"DROP DATABASE IF EXISTS `{ROLE}_box`")
+        cur.execute(f"DROP USER IF EXISTS '{ROLE}'@'127.0.0.1'")
+        conn.close()
+
+
+def test_wrong_password_pg(pg_password_role):
+    out = run_lockrace(["run", "pg-nowait", "--pg", f"{pg_password_role} password={FAKE_PW}"], lockrace_env())
+    line = assert_one_clear_sentence(out, contains=f'password authentication failed for user "{ROLE}"')
+    assert "password=***" in line
+
+
+def test_wrong_password_mysql(mysql_password_user):
+    out = run_lockrace(["run", "mysql-nowait", "--mysql", mysql_password_user.format(pw=FAKE_PW)], lockrace_env())
+    assert_one_clear_sentence(out, contains=f"Access denied for user '{ROLE}'@'127.0.0.1' (using password: YES)")
+
+
+@pytest.mark.parametrize("fmt", ["transcript", "json"])
+def test_right_password_never_printed(fmt, pg_password_role, mysql_password_user):
+    """A run that works: neither password appears in the transcript or the JSON report."""
+    env = lockrace_env(LOCKRACE_SANDBOX=f"{ROLE}_box")
+    for name, flag, dsn in (("pg-nowait", "--pg", f"{pg_password_role} password={RIGHT_PW}"),
+                            ("mysql-nowait", "--mysql", mysql_password_user.format(pw=RIGHT_PW))):
+        out = run_lockrace(["run", name, flag, dsn, "--format", fmt], env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert RIGHT_PW not in out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------ no mariadbd
+
+
+def test_mariadbd_missing():
+    """What no real server can produce: a machine without mariadbd or mysqld.
+
+    Faked in the subprocess only: PATH holds no server binary, and the
+    fallback directories lockrace also searches (/usr/sbin, ...) are emptied
+    in that process, since this machine does have /usr/sbin/mariadbd.
+    """
+    code = (
+        "import sys; import lockrace.servers.private_mysql as pm; pm._SEARCH = ();"
+        "from lockrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    env = lockrace_env(PATH=os.path.dirname(sys.executable))
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code, "run", "mysql-nowait"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=60)
+    line = assert_one_clear_sentence(out, contains="no MariaDB/MySQL server available")
+    # it names both ways to get one
+    assert "mariadbd" in line and "--mysql" in line and "LOCKRACE_MYSQL_DSN" in line
