@@ -79,7 +79,7 @@ async def test_overhead_bench_pg(pg_backend, pg_server):
     result = await OverheadBench(pg_backend, pg_server, runs=3, warmup=1).run()
     nowait, bounded = result.cases["nowait"], result.cases["bounded"]
     for cr in (nowait, bounded):
-        for way in ("raw", "engine", "engine_wall"):
+        for way in ("raw", "raw_async", "engine", "engine_wall"):
             assert cr.summary(way).errors == 3 and cr.summary(way).runs == 3
     # a lock_timeout wait lasts at least its budget, through either path
     assert bounded.summary("raw").min_ms >= 100 and bounded.summary("engine").min_ms >= 100

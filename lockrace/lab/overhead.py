@@ -26,9 +26,10 @@ from .stats import Summary, summarize
 NOWAIT_SLACK_MS = 0.3  # target: engine median <= raw median + 0.3 ms
 BOUNDED_SLACK_MS = 2.0  # target: bounded wait median <= budget + 2 ms (102 ms for 100 ms)
 
-WAYS = ("raw", "engine", "engine_wall")
+WAYS = ("raw", "raw_async", "engine", "engine_wall")
 WAY_LABELS = {
     "raw": "raw driver",
+    "raw_async": "raw driver, async (as the engine)",
     "engine": "engine (elapsed_ns)",
     "engine_wall": "engine (Race.run, caller's wall)",
 }
@@ -142,6 +143,42 @@ class RawWaiter:
                 self.conn.close()
 
 
+class AsyncRawWaiter:
+    """psycopg's AsyncConnection without lockrace: separates what the engine
+    costs from what async I/O costs (PostgreSQL only; PyMySQL has no async)."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.conn = None
+
+    async def connect(self) -> None:
+        import psycopg
+
+        self.conn = await psycopg.AsyncConnection.connect(
+            self.target.conninfo, autocommit=True, options=f"-c search_path={self.target.sandbox}")
+
+    async def execute(self, sql: str) -> tuple[float, bool]:
+        cur = self.conn.cursor()
+        failed = False
+        t0 = perf_counter_ns()
+        try:
+            await cur.execute(sql)
+        except Exception as exc:
+            t1 = perf_counter_ns()
+            failed = True
+            if not _is_lock_error(exc):
+                raise LabError(f"raw async driver: {sql}: {exc}") from None
+        else:
+            t1 = perf_counter_ns()
+        await cur.close()
+        return (t1 - t0) / 1e6, failed
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                await self.conn.close()
+
+
 def _is_lock_error(exc: Exception) -> bool:
     args = getattr(exc, "args", ())
     if args and isinstance(args[0], int):  # PyMySQL: (errno, message)
@@ -162,9 +199,12 @@ class OverheadBench:
         raw = RawWaiter(backend, self.target)
         result = OverheadResult(backend.engine, backend.flavor, backend.server_name, backend.version,
                                 self.runs, self.warmup, raw.driver)
+        araw = AsyncRawWaiter(self.target) if backend.engine == "postgres" else None
         race = await Race(backend, ["H", "W"]).open()
         try:
             await asyncio.to_thread(raw.connect)
+            if araw is not None:
+                await araw.connect()
             await _must(race, "H", "BEGIN")
             await _must(race, "H", HOLD_SQL)
             cases = cases_for(backend.engine)
@@ -175,15 +215,20 @@ class OverheadBench:
                 if case.setup:
                     await _must(race, "W", case.setup)
                     raw.execute(case.setup)
+                    if araw is not None:
+                        await araw.execute(case.setup)
                 for i in range(self.warmup + self.runs):
                     counted = i >= self.warmup
-                    order = ("raw", "engine") if i % 2 else ("engine", "raw")
-                    for way in order:
-                        if way == "raw":
-                            ms, failed = raw.execute(case.sql)
+                    order = ["raw", "engine"] + (["raw_async"] if araw is not None else [])
+                    for way in order[i % len(order):] + order[: i % len(order)]:
+                        if way in ("raw", "raw_async"):
+                            if way == "raw":
+                                ms, failed = raw.execute(case.sql)
+                            else:
+                                ms, failed = await araw.execute(case.sql)
                             if counted:
-                                cr.waits["raw"].append(ms)
-                                cr.errors["raw"] += failed
+                                cr.waits[way].append(ms)
+                                cr.errors[way] += failed
                         else:
                             t0 = perf_counter_ns()
                             res = await race.run("W", case.sql)
@@ -202,9 +247,13 @@ class OverheadBench:
                 if case.reset:
                     await _must(race, "W", case.reset)
                     raw.execute(case.reset)
+                    if araw is not None:
+                        await araw.execute(case.reset)
                 result.cases[case.key] = cr
         finally:
             raw.close()
+            if araw is not None:
+                await araw.close()
             await race.close()
             with contextlib.suppress(Exception):
                 await backend.run_admin([f"DROP TABLE IF EXISTS {TABLE}"])

@@ -89,6 +89,8 @@ def overhead_table(result) -> Table:
     for cr in result.cases.values():
         for way in WAYS:
             s = cr.summary(way)
+            if not s.runs:
+                continue  # raw_async: PostgreSQL only
             table.add_row(cr.case.label if way == "raw" else "", WAY_LABELS[way], f"{s.median_ms:.2f}",
                           f"{s.min_ms:.2f}", f"{s.max_ms:.2f}", str(s.errors))
     return table
@@ -128,7 +130,7 @@ def overhead_json(result) -> dict:
                 "budget_ms": cr.case.budget_ms,
                 "target_ms": round(cr.target_ms, 3),
                 "target_met": cr.met("engine"),
-                **{way: cr.summary(way).as_dict() for way in WAYS},
+                **{way: cr.summary(way).as_dict() for way in WAYS if cr.summary(way).runs},
             }
             for key, cr in result.cases.items()
         },
