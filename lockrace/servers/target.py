@@ -108,6 +108,7 @@ def parse_mysql_dsn(dsn: str) -> dict:
     query = parse_qs(parts.query)
     if "unix_socket" in query:
         kwargs["unix_socket"] = query["unix_socket"][0]
+        kwargs["ssl_disabled"] = True  # no TLS on a local socket (PyMySQL would build an SSL context per connect)
     else:
         kwargs["host"] = parts.hostname or "127.0.0.1"
         kwargs["port"] = port or 3306
