@@ -282,6 +282,10 @@ class Race:
                 if stmt.blocked_since is None or blockers != stmt.blockers or report.lock != stmt.lock:
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now
+                        if report.waiting_s is not None:
+                            # the server says when the wait began (PostgreSQL 14+)
+                            stmt.blocked_since = max(stmt.started_ns, now - int(report.waiting_s * 1e9))
+                        stmt.detect_lag_ns = now - stmt.blocked_since
                     stmt.blockers = blockers or stmt.blockers
                     stmt.lock = report.lock or stmt.lock
                     stmt.ever_blocked = True
