@@ -57,7 +57,15 @@ async def test_server_killed_while_b_is_blocked(private_target):
         # B's statement ends, classified as a lost connection, not an exception
         await asyncio.wait_for(b.done.wait(), 15)
         assert b.result.outcome == "connection_lost", b.result
-        # every session notices on its next use; none raises
+        # the engine finds the server gone and marks the idle sessions closed too,
+        # without waiting for their next statement (the app shows it on every panel)
+        for _ in range(100):
+            if all(s.txn == "closed" for s in race.sessions.values()):
+                break
+            await asyncio.sleep(0.05)
+        assert {n: s.txn for n, s in race.sessions.items()} == {"A": "closed", "B": "closed", "C": "closed"}
+        assert any(isinstance(e, ServerNote) and e.text.startswith("lost the connection to") for e in events)
+        # and each of them, used again, reports the lost connection; none raises
         for name in ("A", "C"):
             res = await asyncio.wait_for(race.run(name, "SELECT 1"), 15)
             assert res.outcome == "connection_lost", (name, res)
@@ -127,3 +135,21 @@ async def test_server_stopped_cleanly_mid_race(private_target):
         assert rows == [("101",)] if b.result.outcome == "ok" else [("100",)]
     finally:
         await asyncio.wait_for(race.close(), 20)
+
+
+async def test_one_backend_killed_leaves_the_others_alone(engine, backend, make_race):
+    """Only A's connection is ended by the server (an admin's kill): A reports
+    connection_lost, B and C stay connected and usable -- the server is up."""
+    race = await make_race(backend, ("A", "B", "C"))
+    events = []
+    race.subscribe(events.append)
+    await race.run("A", "SELECT 1")
+    assert await race.monitor.terminate(race.sessions["A"].ident)
+    res = await asyncio.wait_for(race.run("A", "SELECT 1"), 10)
+    assert res.outcome == "connection_lost", res
+    await asyncio.sleep(0.3)  # room for the engine's probe of the server
+    assert race.sessions["A"].txn == "closed"
+    assert race.sessions["B"].txn == "idle" and race.sessions["C"].txn == "idle"
+    assert not any(isinstance(e, ServerNote) and e.text.startswith("lost the connection") for e in events)
+    for name in ("B", "C"):
+        assert (await race.run(name, "SELECT 2")).rows == [("2",)]

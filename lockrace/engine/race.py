@@ -54,6 +54,7 @@ class Race:
         self._polled = asyncio.Event()
         self.monitor_error: str = ""
         self.polls = 0
+        self._lost_probe: asyncio.Task | None = None
 
     # ------------------------------------------------------------ listeners
     def subscribe(self, listener: Listener) -> None:
@@ -96,6 +97,7 @@ class Race:
 
     async def close(self, grace: float = 2.0) -> None:
         """Cancel what runs, roll back what is open, close every connection."""
+        self._stop_lost_probe()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -132,6 +134,7 @@ class Race:
 
     async def reconnect(self) -> None:
         """New connections for every session (after a server restart)."""
+        self._stop_lost_probe()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -196,6 +199,40 @@ class Race:
         # one request at a time (PyMySQL connections are not thread-safe).
         await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)) or bool(result.code))
         self._release(session, stmt)
+        if result.outcome == "connection_lost" and self._lost_probe is None:
+            self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
+
+    async def _probe_server(self, first: Session) -> None:
+        """One session lost its connection: is the server gone, or just that backend?
+
+        A fresh connection answers without touching any session's connection.
+        If the server cannot be reached, every other idle session is marked
+        closed at once (listeners show "connection lost" everywhere), instead of
+        each finding out on its next statement.
+        """
+        try:
+            try:
+                probe = await asyncio.wait_for(self.backend.connect_monitor(), 5)
+            except Exception:
+                reachable = False
+            else:
+                reachable = True
+                with contextlib.suppress(Exception):
+                    await probe.close()
+            if reachable:
+                return
+            self.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {self.backend.server_name}", "error"))
+            for s in list(self.sessions.values()):
+                if s is not first and s.running is None and s.txn != "closed":
+                    s.txn = "closed"
+                    self.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident))
+        finally:
+            self._lost_probe = None
+
+    def _stop_lost_probe(self) -> None:
+        if self._lost_probe is not None:
+            self._lost_probe.cancel()
+            self._lost_probe = None
 
     def _finish(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
         stmt.result = result
