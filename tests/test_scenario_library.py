@@ -182,3 +182,19 @@ async def test_read_queued_behind_alter_is_blocked_by_the_alter_only(mysql_backe
     read = by_sql["SELECT balance FROM accounts WHERE id = 2"]
     assert alter.blockers == ("A",)
     assert read.blockers == ("B",)
+
+
+# ------------------------------------------------------------ budgets shown in transcripts
+
+def test_budget_of_lock_table_nowait_and_fractional_wait():
+    from lockrace.engine.events import Budget
+    from lockrace.engine.session import Session
+
+    pg = Session("B", None, "postgres")
+    pg.budgets = (Budget("lock_timeout", 100.0), Budget("statement_timeout", 0.0))
+    assert pg.budget_for("LOCK TABLE accounts IN ROW SHARE MODE NOWAIT") == Budget("NOWAIT", 0.0)
+    # FOR UPDATE NOWAIT refuses row locks only; its table lock still waits up to lock_timeout
+    assert pg.budget_for("SELECT id FROM accounts FOR UPDATE NOWAIT") == Budget("lock_timeout", 100.0)
+    maria = Session("B", None, "mariadb")
+    assert maria.budget_for("SELECT id FROM a FOR UPDATE WAIT 0.5") == Budget("WAIT 0.5 (read as 0)", 0.0)
+    assert maria.budget_for("SELECT id FROM a FOR UPDATE WAIT 2") == Budget("WAIT 2", 2000.0)

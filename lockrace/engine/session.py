@@ -11,6 +11,7 @@ from ..backends.base import SessionConnection
 from .events import Budget, LockInfo, StatementResult
 from .outcome import asks_nowait, wait_seconds
 
+_PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
 
 
@@ -61,6 +62,8 @@ class Session:
                 text, seconds = wait
                 label = f"WAIT {text}" if text == str(seconds) else f"WAIT {text} (read as {seconds})"
                 return Budget(label, seconds * 1000.0)
+        elif _PG_LOCK_TABLE.match(sql) and asks_nowait(sql):
+            return Budget("NOWAIT", 0.0)  # LOCK ... NOWAIT refuses the table lock at once
         values = {b.name: b.ms for b in self.budgets}
         if self.flavor == "postgres":
             names = ["lock_timeout", "statement_timeout"]
