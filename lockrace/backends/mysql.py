@@ -115,15 +115,19 @@ class MySQLSession(SessionConnection):
         last.result_sets = sets
         return last
 
-    async def execute(self, sql: str) -> StatementResult:
-        result = await _run(self._execute, sql)
+    def _execute_refreshed(self, sql: str) -> StatementResult:
+        result = self._execute(sql)
         if result.code and not self.closed:
-            # the error packet carries no status flags: refresh them
+            # the error packet carries no status flags: refresh them, in the same
+            # worker thread (a second hop costs ~0.4 ms on a busy machine)
             try:
-                await _run(self.conn.query, "DO 0")
+                self.conn.query("DO 0")
             except pymysql.MySQLError:
                 pass
         return result
+
+    async def execute(self, sql: str) -> StatementResult:
+        return await _run(self._execute_refreshed, sql)
 
     async def txn_state(self) -> str:
         if self.closed:

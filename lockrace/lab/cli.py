@@ -40,7 +40,7 @@ async def _bench(args) -> int:
 
     out = Console()
     if not out.is_terminal:
-        out = Console(width=110)  # a file or pipe: keep the table on one line per mode
+        out = Console(width=120)  # a file or pipe: keep the table on one line per mode
     err = Console(stderr=True)
     servers = Servers(args.pg, args.mysql)
     try:

@@ -17,9 +17,9 @@ def lab_table(result: LabResult) -> Table:
         title_justify="left",
     )
     table.add_column("Mode", no_wrap=True)
-    table.add_column("median ms", justify="right")
-    table.add_column("min", justify="right")
-    table.add_column("max", justify="right")
+    table.add_column("median ms", justify="right", no_wrap=True)
+    table.add_column("min", justify="right", no_wrap=True)
+    table.add_column("max", justify="right", no_wrap=True)
     table.add_column(f"lock errors / {cfg.runs}", justify="right", no_wrap=True)
     table.add_column("budget applied", justify="right")
     for mr in result.modes.values():
@@ -81,10 +81,10 @@ def overhead_table(result) -> Table:
         title_justify="left",
     )
     table.add_column("Wait", no_wrap=True)
-    table.add_column("measured through", no_wrap=True)
-    table.add_column("median ms", justify="right")
-    table.add_column("min", justify="right")
-    table.add_column("max", justify="right")
+    table.add_column("through", no_wrap=True)
+    table.add_column("median ms", justify="right", no_wrap=True)
+    table.add_column("min", justify="right", no_wrap=True)
+    table.add_column("max", justify="right", no_wrap=True)
     table.add_column(f"lock errors / {result.runs}", justify="right", no_wrap=True)
     for cr in result.cases.values():
         for way in WAYS:
