@@ -20,7 +20,7 @@ from time import perf_counter_ns
 from typing import Callable
 
 from ..scenario.model import Scenario, Step
-from .events import LockInfo, StatementBlocked
+from .events import LockInfo, StatementBlocked, StatementFinished
 from .race import Race
 from .verify import StepRecord, check
 
@@ -66,6 +66,7 @@ class ScenarioRunner:
         self.step_timeout = step_timeout
         self.on_entry = on_entry or (lambda entry: None)
         self.launched = 0
+        self.finished_after: dict[int, int] = {}
         self.pending: dict[str, tuple[StepRecord, object]] = {}
         self.report = RunReport(scenario, self.flavor, race.backend.server_name)
 
@@ -111,6 +112,10 @@ class ScenarioRunner:
 
     # ---------------------------------------------------------------- steps
     def _on_event(self, event) -> None:
+        if isinstance(event, StatementFinished):
+            # "completes after step N" is judged at the moment the server answered,
+            # not when the runner got round to collecting the step
+            self.finished_after[event.stmt_id] = self.launched
         if isinstance(event, StatementBlocked):
             for record, stmt in self.pending.values():
                 if getattr(stmt, "stmt_id", None) == event.stmt_id:
@@ -160,7 +165,7 @@ class ScenarioRunner:
     def _complete(self, record: StepRecord, stmt) -> None:
         self.pending.pop(record.step.name, None)
         record.result = stmt.result
-        record.launched_before_finish = self.launched
+        record.launched_before_finish = self.finished_after.get(stmt.stmt_id, self.launched)
         record.was_blocked = record.was_blocked or stmt.ever_blocked
         record.blockers = stmt.blockers or record.blockers
         session = self.race.sessions.get(record.step.session)

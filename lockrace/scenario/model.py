@@ -67,7 +67,8 @@ class Expectation:
     def describe(self) -> str:
         scope = f"[{self.flavor}]" if self.flavor else ""
         value = " | ".join(self.value) if isinstance(self.value, list) else self.value
-        return f"{self.key}{scope}: {value}"
+        key = "expect" if self.key == "outcome" else self.key.replace("_", "-")
+        return f"{key}{scope}: {value}"
 
 
 @dataclass
