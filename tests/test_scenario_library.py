@@ -117,7 +117,7 @@ async def test_blocked_by_nobody_fails_when_the_server_reports_a_wait(pg_backend
     finally:
         await race.close()
     assert len(report.failures) == 1
-    assert "step 4" in report.failures[0] and "expected blocked_by: nobody, got blocked by A" in report.failures[0]
+    assert "step 4" in report.failures[0] and "expected blocked-by: nobody, got blocked by A" in report.failures[0]
 
 
 # ------------------------------------------------------------ stale wait reports
