@@ -49,7 +49,7 @@ def strip_lines(result: LabResult, width: int) -> Group:
             else:
                 line.append("─", style="dim")
         lines.append(line)
-    lines.append(Text(" " * LABEL_WIDTH + tick_line(axis), style="dim"))
+    lines.append(Text(f"{'(log axis)':<{LABEL_WIDTH}}" + tick_line(axis), style="dim"))
     return Group(*lines)
 
 
