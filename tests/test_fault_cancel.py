@@ -87,11 +87,17 @@ A> COMMIT;
 
 
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
-def test_run_step_timeout_cancels_and_names_the_step(engine, tmp_path):
+def test_run_step_timeout_cancels_and_names_the_step(engine, tmp_path, pg_server, mysql_server):
     path = tmp_path / "never.race"
     path.write_text(_scenario(engine))
+    # the tests' private servers, given as DSNs (saves starting another server per run)
+    if engine == "postgres":
+        flags = ["--pg", pg_server.conninfo]
+    else:
+        flags = ["--mysql", f"mysql://root@localhost/?unix_socket={mysql_server.mysql_kwargs['unix_socket']}"]
     t0 = time.monotonic()
-    out = run_lockrace(["run", str(path), "--step-timeout", "1"], lockrace_env(), timeout=60)
+    out = run_lockrace(["run", str(path), "--step-timeout", "1", *flags],
+                       lockrace_env(LOCKRACE_SANDBOX="lockrace_fault_cancel"), timeout=60)
     took = time.monotonic() - t0
     assert out.returncode == 1, out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr

@@ -14,8 +14,11 @@ MariaDB on 127.0.0.1:3306 gets a throwaway user with a password.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+from types import SimpleNamespace
 
 import psycopg
 import pymysql
@@ -70,24 +73,44 @@ MYSQL_CASES = {
 }
 
 
+ENV_CASE = {"LOCKRACE_PG_DSN": f"postgresql://postgres:{FAKE_PW}@127.0.0.1:1/postgres"}
+
+
+@pytest.fixture(scope="module")
+def dsn_results(tmp_path_factory):
+    """Every DSN case above, each a full ``lockrace run`` command line, run in one
+    subprocess (tests/faults/run_many.py) to save an interpreter start per case."""
+    cases = {f"pg-{k}": {"argv": ["run", "pg-nowait", "--pg", dsn]} for k, (dsn, _) in PG_CASES.items()}
+    cases |= {f"mysql-{k}": {"argv": ["run", "mysql-nowait", "--mysql", dsn]} for k, (dsn, _) in MYSQL_CASES.items()}
+    cases["pg-from-environment"] = {"argv": ["run", "pg-nowait"], "env": ENV_CASE}
+    path = tmp_path_factory.mktemp("dsn") / "cases.json"
+    path.write_text(json.dumps(list(cases.values())))
+    out = subprocess.run([sys.executable, str(REPO / "tests" / "faults" / "run_many.py"), str(path)], cwd=REPO,
+                         env=lockrace_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)
+    return {name: SimpleNamespace(returncode=r["code"], stdout=r["stdout"], stderr=r["stderr"])
+            for name, r in zip(cases, results)}
+
+
 @pytest.mark.parametrize("case", list(PG_CASES))
-def test_unusable_pg_dsn(case):
-    dsn, expected = PG_CASES[case]
-    out = run_lockrace(["run", "pg-nowait", "--pg", dsn], lockrace_env())
-    assert_one_clear_sentence(out, contains=expected)
+def test_unusable_pg_dsn(case, dsn_results):
+    assert_one_clear_sentence(dsn_results[f"pg-{case}"], contains=PG_CASES[case][1])
 
 
 @pytest.mark.parametrize("case", list(MYSQL_CASES))
-def test_unusable_mysql_dsn(case):
-    dsn, expected = MYSQL_CASES[case]
-    out = run_lockrace(["run", "mysql-nowait", "--mysql", dsn], lockrace_env())
-    assert_one_clear_sentence(out, contains=expected)
+def test_unusable_mysql_dsn(case, dsn_results):
+    assert_one_clear_sentence(dsn_results[f"mysql-{case}"], contains=MYSQL_CASES[case][1])
 
 
-def test_unusable_dsn_from_environment():
-    env = lockrace_env(LOCKRACE_PG_DSN=f"postgresql://postgres:{FAKE_PW}@127.0.0.1:1/postgres")
-    out = run_lockrace(["run", "pg-nowait"], env)
-    assert_one_clear_sentence(out, contains="Connection refused")
+def test_unusable_dsn_from_environment(dsn_results):
+    assert_one_clear_sentence(dsn_results["pg-from-environment"], contains="Connection refused")
+
+
+def test_unusable_dsn_as_a_real_process():
+    """One case end to end as its own process: exit status and streams as a shell sees them."""
+    out = run_lockrace(["run", "pg-nowait", "--pg", PG_CASES["refused"][0]], lockrace_env())
+    assert_one_clear_sentence(out, contains=PG_CASES["refused"][1])
 
 
 # ------------------------------------------------------------------ passwords
@@ -169,8 +192,6 @@ def test_mariadbd_missing():
         "from lockrace.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     env = lockrace_env(PATH=os.path.dirname(sys.executable))
-    import subprocess
-
     out = subprocess.run([sys.executable, "-c", code, "run", "mysql-nowait"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=60)
     line = assert_one_clear_sentence(out, contains="no MariaDB/MySQL server available")
