@@ -94,9 +94,14 @@ class MySession:
         self.kill = kill
         self.fut: asyncio.Future | None = None
 
-    async def exec_block(self, sql: str):
+    async def exec_block(self, sql: str, timeout: float | None = None):
         loop = asyncio.get_running_loop()
-        _, error, last = await loop.run_in_executor(self.pool, run_sql, self.conn, sql)
+        fut = loop.run_in_executor(self.pool, run_sql, self.conn, sql)
+        try:
+            _, error, last = await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            self.cancel()
+            _, error, last = await fut
         if error is not None:
             return False, [], error
         return True, last, b""
@@ -164,8 +169,8 @@ class MyControl:
             return False
         return not report.blockers or bool(self.pids & set(report.blockers))
 
-    async def exec_block(self, sql: str):
-        return await self.session.exec_block(sql)
+    async def exec_block(self, sql: str, timeout: float | None = None):
+        return await self.session.exec_block(sql, timeout)
 
     def close(self) -> None:
         self.session.close()

@@ -72,9 +72,17 @@ class PgSession:
         return cls(conn, name, emit, counted)
 
     # --- statements run to completion (setup / teardown), like PQexec
-    async def exec_block(self, sql: str) -> tuple[bool, list[Item], bytes]:
-        """Run ``sql``; (ok, items of its *last* result, libpq's error message)."""
-        res = await asyncio.to_thread(self.conn.exec_, sql.encode())
+    async def exec_block(self, sql: str, timeout: float | None = None) -> tuple[bool, list[Item], bytes]:
+        """Run ``sql``; (ok, items of its *last* result, libpq's error message).
+
+        After ``timeout`` seconds the statement is cancelled (upstream would
+        wait forever, e.g. a teardown behind a lock a session still holds)."""
+        fut = asyncio.ensure_future(asyncio.to_thread(self.conn.exec_, sql.encode()))
+        try:
+            res = await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            self.cancel()
+            res = await fut
         if res.status == pq.ExecStatus.TUPLES_OK:
             return True, result_items(res), b""
         if res.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
@@ -143,6 +151,7 @@ class PgSession:
             return False
 
     async def rollback_quietly(self) -> None:
+        self.conn.notice_handler = lambda res: None  # isolationtester has exited by now
         try:
             while self.conn.get_result() is not None:
                 pass
@@ -176,8 +185,8 @@ class PgControl:
             raise RuntimeError("lock wait query failed: " + self.session.conn.error_message.decode())
         return (res.get_value(0, 0) or b"")[:1] == b"t"
 
-    async def exec_block(self, sql: str):
-        return await self.session.exec_block(sql)
+    async def exec_block(self, sql: str, timeout: float | None = None):
+        return await self.session.exec_block(sql, timeout)
 
     def close(self) -> None:
         self.session.close()

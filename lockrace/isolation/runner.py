@@ -119,14 +119,14 @@ class SpecRunner:
     async def _run_permutation(self, perm: list[PermutationEntry]) -> None:
         self.emit(b"\nstarting permutation:" + b"".join(b" " + e.step.encode() for e in perm) + b"\n")
         for sql in self.spec.setup.get(None, []):
-            ok, items, error = await self.control.exec_block(sql)
+            ok, items, error = await self.control.exec_block(sql, self.step_timeout)
             self._emit_items(items)
             if not ok:
                 self.emit(b"setup failed: " + error)
                 raise SpecAborted
         for sdef in self.spec.sessions:
             for sql in sdef.setup:
-                ok, items, error = await self.conns[sdef.name].exec_block(sql)
+                ok, items, error = await self.conns[sdef.name].exec_block(sql, self.step_timeout)
                 self._emit_items(items)
                 if not ok:
                     self.emit(b"setup of session %s failed: %s" % (sdef.name.encode(), error))
@@ -168,12 +168,12 @@ class SpecRunner:
 
         for sdef in self.spec.sessions:
             for sql in sdef.teardown:
-                ok, items, error = await self.conns[sdef.name].exec_block(sql)
+                ok, items, error = await self.conns[sdef.name].exec_block(sql, self.step_timeout)
                 self._emit_items(items)
                 if not ok:
                     self.emit(b"teardown of session %s failed: %s" % (sdef.name.encode(), error))
         for sql in self.spec.teardown.get(None, []):
-            ok, items, error = await self.control.exec_block(sql)
+            ok, items, error = await self.control.exec_block(sql, self.step_timeout)
             self._emit_items(items)
             if not ok:
                 self.emit(b"teardown failed: " + error)
