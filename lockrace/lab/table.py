@@ -63,6 +63,7 @@ def lab_json(result: LabResult) -> dict:
                 **mr.summary.as_dict(),
                 "label": mr.mode.label,
                 "statement": mr.mode.sql,
+                "before": list(mr.mode.session_setup) + ["BEGIN", *mr.mode.prepare],
                 "budget_applied_ms": mr.applied_budget_ms,
                 "unexpected": mr.problems,
                 "waits_ms": [round(w, 3) for w in mr.waits_ms],
