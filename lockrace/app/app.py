@@ -21,7 +21,6 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Grid
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Footer, Header, Static
 
 from ..engine.events import Event, ServerNote, StatementFinished, StatementStarted
@@ -40,7 +39,7 @@ from .session_panel import SessionPanel, annotation
 from .timeline import Timeline, TimelineModel
 
 SESSION_NAMES = ("A", "B", "C", "D")
-TICK_S = 1 / 15  # redraw rate of the timeline and wait counters while anything runs
+TICK_S = 0.1  # redraw rate of the timeline and wait counters while anything runs
 WIDE_COLUMNS = 170  # at or above this width the four panels stand side by side
 
 FREE_FORM_SETUP = [
@@ -123,8 +122,9 @@ class LockraceApp(App[int]):
         self.startup_s: float | None = None
         self._t_start = time.perf_counter()
         self._last_session = "A"
-        self._ticker: Timer | None = None
+        self._ticker: asyncio.Task | None = None
         self._scenarios: list[Scenario] | None = None
+        self._bar_shown: tuple = ()
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -147,11 +147,11 @@ class LockraceApp(App[int]):
         return self.query_one(Timeline)
 
     def on_mount(self) -> None:
+        self._panel_list = list(self.query(SessionPanel))
         self.sub_title = self.pool.starting_text(self.engine)
         box = self.query_one("#timeline-box")
         box.border_title = "wait-budget timeline"
         box.border_subtitle = "▬ running  █ blocked  ┃ budget ends"
-        self._ticker = self.set_interval(TICK_S, self._tick, pause=True)
         self._apply_width(self.size.width)
         self._show_bar()
         self.query_one(f"#input-A").focus()
@@ -195,8 +195,13 @@ class LockraceApp(App[int]):
                 text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
             if sc.lesson:
                 text.append("\n")
-                text.append(" ".join(sc.lesson.split()), style="italic #d0d0d0")
-        bar.update(text)
+                text.append(" ".join(sc.lesson.split()), style="italic #d0d0d0")  # one paragraph in the bar
+        scenario = player.scenario.name if player is not None else None
+        if (scenario, text.plain) == self._bar_shown:
+            return
+        # a new scenario may change the bar's height; progress updates do not
+        bar.update(text, layout=scenario != (self._bar_shown or (None,))[0] or not self._bar_shown)
+        self._bar_shown = (scenario, text.plain)
 
     # ------------------------------------------------------------ race life
     @work(exclusive=True, group="race")
@@ -227,7 +232,7 @@ class LockraceApp(App[int]):
         self.base = base
         heading = f"-- {self.server_label}"
         self.timeline_model.clear(list(SESSION_NAMES))
-        self.timeline.refresh()
+        self.timeline.update()
         self.transcript = [f"-- lockrace transcript: {base.title or base.name} on {self.server_label}"]
         self.recorder.clear(engine, self.flavor, base)
         for panel in self.panels.values():
@@ -278,20 +283,34 @@ class LockraceApp(App[int]):
         self.recorder.apply(event)
         if isinstance(event, StatementStarted):
             self.transcript.append(f"{event.session}> {event.sql}")
-            if self._ticker is not None:
-                self._ticker.resume()
+            if self._ticker is None or self._ticker.done():
+                self._ticker = asyncio.create_task(self._run_ticker(), name="lockrace-redraw")
         elif isinstance(event, StatementFinished):
             for line in result_lines(event.result, self.flavor):
                 self.transcript.append(line)
             self.transcript.append(f"{annotation(event.result)} ({event.session})")
-        self.timeline.refresh()
+        self.timeline.update()
+
+    async def _run_ticker(self) -> None:
+        """Redraw wait counters and the timeline while anything runs.
+
+        A plain asyncio loop rather than a Textual timer (a timer tick is a
+        message through the app's queue); each item repaints only when what
+        it shows has changed, and all of them in one frame.
+        """
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self._tick()
+            except Exception:  # a widget gone while closing: stop redrawing
+                return
+            if not self.timeline_model.live:
+                return
 
     def _tick(self) -> None:
-        for panel in self.panels.values():
+        for panel in self._panel_list:
             panel.tick()
-        self.timeline.refresh()
-        if not self.timeline_model.live and self._ticker is not None:
-            self._ticker.pause()
+        self.timeline.tick()
 
     # ------------------------------------------------------------ scenario
     def _on_entry(self, entry: Entry) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,7 +17,8 @@ KEYS = [
     ("Enter", "run the typed SQL in the focused session"),
     ("Up / Down", "previous / next statement typed in that session"),
     ("Tab / Shift+Tab", "next / previous session panel (or click a panel)"),
-    ("Alt+A … Alt+D", "jump to session A … D"),
+    ("Alt+A … Alt+D", "jump to session A … D where the terminal reports Alt keys (kitty keyboard protocol);\n"
+                      "plain xterm-style terminals send Alt+B as word-left: use Tab or a click there"),
     ("F2", "cancel the focused session's running statement (the server cancels it)"),
     ("F3", "roll back the focused session's transaction"),
     ("F4", "reset the sandbox: fresh sessions, fresh tables (re-runs the scenario setup)"),
@@ -33,26 +35,30 @@ KEYS = [
 ]
 
 
-def help_text() -> Table:
+def _grid() -> Table:
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(justify="right", style="bold")
+    grid.add_column(no_wrap=True)
     grid.add_column()
-    grid.add_row(Text("Keys", style="bold underline"), "")
+    return grid
+
+
+def help_text() -> Group:
+    keys = _grid()
     for key, what in KEYS:
-        grid.add_row(key, what)
-    grid.add_row("", "")
-    grid.add_row(Text("States", style="bold underline"), "")
+        keys.add_row(Text(key, style="bold"), what)
+    states = _grid()
     for key, what in STATE_HELP:
         label = "failed transaction (ROLLBACK needed)" if key == "failed transaction" else key
         if key == "blocked":
-            label = "BLOCKED by A on …"
-        grid.add_row(Text(f" {label} ", style=STYLES[key]), what)
-    grid.add_row("", "")
-    grid.add_row(Text("Timeline", style="bold underline"), "")
-    grid.add_row("▬", "a statement running (or how long it ran)")
-    grid.add_row("█", "the stretch the server reported it blocked")
-    grid.add_row("┃", "where its wait budget ends (start + lock_timeout / innodb_lock_wait_timeout / WAIT n)")
-    return grid
+            label = "BLOCKED by A on accounts row (0,1)"
+        states.add_row(Text(f" {label} ", style=STYLES[key]), what)
+    lanes = _grid()
+    lanes.add_row("▬", "a statement running (or how long it ran)")
+    lanes.add_row("█", "the stretch the server reported it blocked")
+    lanes.add_row("┃", "where its wait budget ends: start + lock_timeout / innodb_lock_wait_timeout / WAIT n")
+    heading = lambda text: Text(f"\n{text}", style="bold underline")  # noqa: E731
+    return Group(heading("Keys"), keys, heading("Session states (badge colour and text)"), states,
+                 heading("Timeline"), lanes)
 
 
 class HelpScreen(ModalScreen[None]):

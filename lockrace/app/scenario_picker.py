@@ -13,12 +13,18 @@ from textual.widgets.option_list import Option
 from ..scenario.model import Scenario
 
 
+def reflow(text: str) -> str:
+    """Paragraphs of a hand-wrapped lesson as single lines, so the screen wraps them."""
+    paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p)
+
+
 def describe(sc: Scenario) -> Text:
     text = Text()
     text.append(f"{sc.title or sc.name}\n", style="bold")
     text.append(f"{sc.name}", style="italic #9e9e9e")
     text.append(f"   engines: {', '.join(sc.engines)}   {len(sc.steps)} steps\n\n", style="#9e9e9e")
-    text.append(sc.lesson or "(no lesson text)")
+    text.append(reflow(sc.lesson) or "(no lesson text)")
     if sc.source:
         text.append(f"\n\nsource: {sc.source}", style="dim")
     return text
@@ -37,16 +43,19 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
-            yield Label("Load a scenario  (Enter loads, Esc closes; a scenario for the other engine switches engine)",
+            yield Label("Load a scenario  (Enter loads, Esc closes; ↔ = written for the other engine: loading it switches)",
                         id="picker-title")
             with Horizontal():
                 options = []
+                width = max((len(sc.name) for sc in self.scenarios), default=10) + 2
                 for sc in self.scenarios:
-                    mark = "" if sc.runs_on(self.engine) else "  ↔"
-                    label = Text.assemble((f"{sc.name:<26}", "bold"), (f"{','.join(sc.engines):<15}", "#9e9e9e"),
+                    mark = "" if sc.runs_on(self.engine) else " ↔"
+                    label = Text.assemble((f"{sc.name:<{width}}", "bold"), (f"{','.join(sc.engines):<9}", "#9e9e9e"),
                                           (mark, "#ffd75f"))
                     options.append(Option(label, id=sc.name))
-                yield OptionList(*options, id="picker-list")
+                picker_list = OptionList(*options, id="picker-list")
+                picker_list.styles.width = width + 9 + 8
+                yield picker_list
                 with VerticalScroll(id="picker-detail-box"):
                     yield Static(id="picker-detail")
 

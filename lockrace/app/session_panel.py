@@ -6,13 +6,35 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
 from ..engine.events import Event, SessionState, StatementFinished, StatementStarted
 from ..render.tables import result_lines
 from .status import SessionStatus, budget_words, seconds
+
+
+class WaitLine(Widget):
+    """'waiting 1.2 s of 2 s lock_timeout budget': repainted by the app's timer without any relayout."""
+
+    DEFAULT_CSS = "WaitLine { height: 1; }"
+
+    def __init__(self, status_of, **kwargs):
+        super().__init__(**kwargs)
+        self._status_of = status_of
+        self._text = ""
+
+    def tick(self) -> None:
+        text = self._status_of().wait_line()
+        if text != self._text:  # the counter shows tenths: repaint only when they change
+            self._text = text
+            self.refresh()
+
+    def render(self) -> Text:
+        self._text = self._status_of().wait_line()
+        return Text(f" {self._text}", style="bold #ffd75f", no_wrap=True, overflow="ellipsis")
 
 
 class SqlInput(Input):
@@ -92,11 +114,13 @@ class SessionPanel(Vertical):
         self.flavor = "postgres"
         self.lines: list[str] = []  # plain transcript, for export
         self.border_title = f"Session {name}"
+        self._shown: tuple = ()
+        self._next_text: str | None = ""
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="panel-head"):
-            yield Static(self._badges(), classes="badges")
-        yield Static("", classes="wait-line")
+        yield Static(self._badges(), classes="badges")
+        self._wait_line = WaitLine(lambda: self.status, classes="wait-line")
+        yield self._wait_line
         log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, classes="transcript")
         log.can_focus = False
         yield log
@@ -127,21 +151,28 @@ class SessionPanel(Vertical):
         return text
 
     def refresh_status(self) -> None:
-        self.query_one(".badges", Static).update(self._badges())
-        wait = self.status.wait_line()
-        line = self.query_one(".wait-line", Static)
-        line.update(Text(f" {wait}", style="bold #ffd75f") if wait else "")
-        line.display = bool(wait)
-        self.set_class(self.status.running is not None and self.status.running.blocked_since is not None, "blocked")
+        """Update badges and the blocked look, touching the DOM only when something changed
+        (a changed Static or class costs a relayout)."""
+        badges = self._badges()
+        blocked = self.status.running is not None and self.status.running.blocked_since is not None
+        shown = (badges.plain, tuple(str(s.style) for s in badges.spans), blocked)
+        if shown == self._shown:
+            return
+        self._shown = shown
+        self.query_one(".badges", Static).update(badges, layout=False)  # one line, always: no relayout
+        if self._wait_line.display != blocked:
+            self._wait_line.display = blocked
+        self.set_class(blocked, "blocked")
 
     def tick(self) -> None:
         if self.status.running is not None and self.status.running.blocked_since is not None:
-            self.refresh_status()
+            self._wait_line.tick()
 
     # ------------------------------------------------------------ content
     def reset(self, flavor: str, heading: str = "") -> None:
         self.flavor = flavor
         self.status = SessionStatus(self.session)
+        self._shown = ()
         self.lines.clear()
         self.transcript.clear()
         if heading:
@@ -178,6 +209,9 @@ class SessionPanel(Vertical):
         self.refresh_status()
 
     def show_next(self, text: str | None) -> None:
+        if text == self._next_text:
+            return
+        self._next_text = text
         box = self.query_one(".next-step", Static)
         box.update(Text(text, style="bold") if text else "")
         box.display = bool(text)

@@ -183,8 +183,10 @@ class SessionStatus:
         if run is None or run.blocked_since is None:
             return ""
         now = now_ns or perf_counter_ns()
-        waited = now - run.started_ns
+        waited = (now - run.started_ns) / 1e9
+        # tenths while they matter; whole seconds on long waits (fewer repaints)
+        shown = f"{waited:.1f} s" if waited < 10 else f"{int(waited)} s"
         who = ", ".join(run.blockers) or "another transaction"
         if run.budget is None or run.budget.ms == 0:
-            return f"waiting {waited / 1e9:.1f} s, no budget: waits until {who} ends"
-        return f"waiting {waited / 1e9:.1f} s of {budget_words(run.budget)} budget"
+            return f"waiting {shown}, no budget: waits until {who} ends"
+        return f"waiting {shown} of {budget_words(run.budget)} budget"

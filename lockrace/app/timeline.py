@@ -142,7 +142,19 @@ class TimelineModel:
             if b.budget is not None and b.budget.ms > 0 and (b.running or b.was_blocked):
                 t1 = max(t1, b.start_ns + int(b.budget.ms * 1e6))
         t1 = max(t1, t0 + MIN_SPAN_NS)
+        if self.live:
+            # a steady axis: the span snaps up to 1-2-5 steps, so a live redraw moves only bar ends
+            t1 = t0 + _snap_span(t1 - t0)
         return t0, t1, visible
+
+
+def _snap_span(span_ns: int) -> int:
+    unit = 1_000_000  # 1 ms
+    while True:
+        for m in (1, 2, 5):
+            if m * unit >= span_ns:
+                return m * unit
+        unit *= 10
 
 
 def _nice_step(span_ns: int, cells: int) -> int:
@@ -219,8 +231,15 @@ def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
         for mx, style in markers:
             cells[mx] = ("┃", style)
         out.append(f" {lane} ", style="bold")
-        for ch, style in cells:
-            out.append(ch, style=style)
+        run_text, run_style = "", None
+        for ch, style in cells:  # one span per run of equal style keeps the redraw cheap
+            if style != run_style and run_text:
+                out.append(run_text, style=run_style)
+                run_text = ""
+            run_text += ch
+            run_style = style
+        if run_text:
+            out.append(run_text, style=run_style)
         label, lstyle = lane_label(last, now)
         out.append("  ")
         out.append(label[:label_w].ljust(label_w), style=lstyle)
@@ -258,9 +277,30 @@ class Timeline(Widget):
         super().__init__(**kwargs)
         self.model = model
         self.clock = perf_counter_ns
+        self._drawn: Text | None = None
+        self._key: tuple = ()
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.model.lanes) + 2
 
-    def render(self) -> Text:
+    def _draw(self) -> Text:
         return render_timeline(self.model, self.content_size.width or 80, self.clock())
+
+    def update(self) -> None:
+        """Redraw after an event: always."""
+        self._drawn = None
+        self.refresh()
+
+    def tick(self) -> None:
+        """Redraw from the timer: only if some cell changed (a repaint costs far more than a draw)."""
+        text = self._draw()
+        key = (text.plain, tuple((sp.start, sp.end, str(sp.style)) for sp in text.spans))
+        if key != self._key:
+            self._drawn, self._key = text, key
+            self.refresh()
+
+    def render(self) -> Text:
+        if self._drawn is None or self._drawn.cell_len == 0:
+            self._drawn = self._draw()
+            self._key = (self._drawn.plain, tuple((sp.start, sp.end, str(sp.style)) for sp in self._drawn.spans))
+        return self._drawn
