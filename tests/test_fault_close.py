@@ -87,3 +87,23 @@ async def test_close_is_idempotent_and_safe_after_server_side_kill(engine, backe
     await race.close()  # a second close is harmless
     assert time.monotonic() - t0 < 3.0
     assert await asyncio.to_thread(wait_until_gone, target, idents) == []
+
+
+async def test_monitor_stays_usable_when_a_poll_is_cancelled_mid_query(mysql_backend, make_race):
+    """Race.close() cancels the watcher, then sends KILL QUERY on the same monitor
+    connection.  PyMySQL runs the watcher's query in a worker thread that goes on
+    after the cancel; the KILL must wait for it, or the two interleave packets and
+    break the connection (found by the SIGTERM test: 1 run in ~7 took 6 s to exit)."""
+    race = await make_race(mysql_backend, ("A", "B"))
+    await mysql_backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY)", "INSERT INTO accounts VALUES (1)"])
+    await race.run("A", "BEGIN")
+    await race.run("A", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE")
+    b = race.submit("B", "UPDATE accounts SET id = 2 WHERE id = 1")
+    assert await race.wait_blocked_or_done(b, 10)
+    poll = asyncio.create_task(race.monitor._query("SELECT SLEEP(0.3)"))  # a slow poll, in flight
+    await asyncio.sleep(0.05)
+    poll.cancel()
+    assert await race.monitor.cancel(race.sessions["B"].ident) is True
+    await asyncio.wait_for(b.done.wait(), 5)
+    assert (b.result.outcome, b.result.code) == ("cancelled", "1317")
+    assert (await race.monitor.waits([race.sessions["A"].ident])) == {}

@@ -218,7 +218,19 @@ class MySQLMonitor(MonitorConnection):
             return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
         async with self.lock:
-            return await _run(work)
+            call = asyncio.ensure_future(_run(work))
+            try:
+                return await asyncio.shield(call)
+            except asyncio.CancelledError:
+                # The worker thread goes on using the connection: keep the lock until
+                # it is done, or the next query (Race.close's KILL QUERY right after
+                # cancelling the watcher) would interleave packets on this connection
+                # and break it ("Packet sequence number wrong").
+                try:
+                    await call
+                except BaseException:
+                    pass
+                raise
 
     async def _innodb_query(self, sql: str, args=None) -> list[tuple]:
         """Read MariaDB's INNODB_TRX / INNODB_LOCKS / INNODB_LOCK_WAITS.

@@ -108,10 +108,10 @@ class Race:
             for s in running:
                 with contextlib.suppress(Exception):
                     await self.monitor.cancel(s.ident)
-        for s in running:
-            if s.running and s.running.task:
-                with contextlib.suppress(asyncio.TimeoutError, Exception):
-                    await asyncio.wait_for(asyncio.shield(s.running.done.wait()), grace)
+        waits = [s.running.done.wait() for s in running if s.running and s.running.task]
+        if waits:  # one grace period for all of them, not one each
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.gather(*waits), grace)
         stuck = [s for s in self.sessions.values() if s.running]
         if stuck and self.monitor is not None:
             for s in stuck:
