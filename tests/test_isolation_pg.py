@@ -211,10 +211,13 @@ permutation hold a(b) b(a)
         "failed to complete permutation due to mutually-blocking steps\n")
 
 
-async def test_run_specs_compares_and_reports(tmp_path, pg_server, capfdbinary):
+async def test_run_specs_compares_and_reports(tmp_path, pg_server, capfdbinary, monkeypatch):
     """Through the CLI hook, on the server as a DSN (lockrace's own schema only):
     stdout is the transcript, a match exits 0, a mismatch exits 1 with a diff."""
     from lockrace.isolation.cli import run_specs
+
+    # DSN mode drops its sandbox schema at the end: not the one other tests use
+    monkeypatch.setenv("LOCKRACE_SANDBOX", "lockrace_isolation_cli_test")
     from lockrace.scenario.spec_format import read_spec
 
     folder = peer_dir()
