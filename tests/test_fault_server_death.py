@@ -153,3 +153,32 @@ async def test_one_backend_killed_leaves_the_others_alone(engine, backend, make_
     assert not any(isinstance(e, ServerNote) and e.text.startswith("lost the connection") for e in events)
     for name in ("B", "C"):
         assert (await race.run(name, "SELECT 2")).rows == [("2",)]
+
+
+async def test_reconnect_while_the_server_is_still_down(private_target):
+    """Reconnecting too early fails with one clear error and leaves the race as it
+    was (every session there, closed, answering connection_lost); a later
+    reconnect, once the server is back, works."""
+    from lockrace.backends import ConnectError
+
+    backend = await open_backend(private_target)
+    await fresh_table(backend)
+    race = await Race(backend, ("A", "B")).open()
+    try:
+        await asyncio.to_thread(private_target.server.kill)
+        assert (await asyncio.wait_for(race.run("A", "SELECT 1"), 15)).outcome == "connection_lost"
+        with pytest.raises(ConnectError) as err:
+            await asyncio.wait_for(race.reconnect(), 15)
+        assert str(err.value).startswith("cannot connect to ")
+        assert set(race.sessions) == {"A", "B"}
+        for name in ("A", "B"):
+            res = await asyncio.wait_for(race.run(name, "SELECT 1"), 5)
+            assert res.outcome == "connection_lost", (name, res)
+            assert race.sessions[name].txn == "closed"
+        await race.cancel("A")  # nothing running: no error either
+        await asyncio.to_thread(private_target.server.restart)
+        await asyncio.wait_for(race.reconnect(), 20)
+        await fresh_table(backend)
+        assert (await race.run("B", "SELECT count(*) FROM accounts")).rows == [("1",)]
+    finally:
+        await asyncio.wait_for(race.close(), 20)

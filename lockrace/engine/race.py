@@ -145,9 +145,19 @@ class Race:
         if self.monitor is not None:
             with contextlib.suppress(Exception):
                 await self.monitor.close()
+        old = dict(self.sessions)
         self.sessions.clear()
+        self.monitor = None
         self.monitor_error = ""
-        await self.open()
+        try:
+            await self.open()
+        except Exception:
+            # the server is not back yet: keep the old sessions (closed, they answer
+            # connection_lost) so that the race stays usable and can try again
+            self.sessions.update(old)
+            for s in old.values():
+                s.txn = "closed"
+            raise
         self.emit(ServerNote("", perf_counter_ns(), f"reconnected to {self.backend.server_name}"))
 
     # ------------------------------------------------------------ statements
