@@ -17,14 +17,23 @@ from lockrace.engine.events import ServerNote, SessionState, StatementFinished
 from lockrace.engine.race import Race
 from lockrace.servers.target import mysql_target, pg_target
 
-@pytest.fixture(params=["postgres", "mysql"])
-async def private_target(request):
+@pytest.fixture(scope="module", params=["postgres", "mysql"])
+async def private_server(request):
+    """A private server of this module's own (the tests kill it; never the session-wide one)."""
     factory = pg_target if request.param == "postgres" else mysql_target
     target = await asyncio.to_thread(factory, None)
     try:
         yield target
     finally:
         await asyncio.to_thread(target.stop)
+
+
+@pytest.fixture
+async def private_target(private_server):
+    """That server, running (a test that failed half-way may have left it dead)."""
+    if not private_server.server.running:
+        await asyncio.to_thread(private_server.server.restart)
+    return private_server
 
 
 LOCK_ROW = "SELECT id FROM accounts WHERE id = 1 FOR UPDATE"
