@@ -34,6 +34,7 @@ def _check_shape(result, runs):
 
 
 async def test_pg_short_bench(pg_backend):
+    await pg_backend.reset_sandbox()  # other tests may have dropped it (as make_race does)
     cfg = make_config("postgres", pg_backend.flavor, runs=3, hold_ms=250, budget_ms=60, modes=None, warmup=1)
     seen = []
     result = await HolderWaiterLab(pg_backend, cfg, lambda mode, sample, done, total: seen.append((done, total))).run()
@@ -52,6 +53,7 @@ async def test_pg_short_bench(pg_backend):
 
 
 async def test_mysql_short_bench(mysql_backend):
+    await mysql_backend.reset_sandbox()
     cfg = make_config("mysql", mysql_backend.flavor, runs=2, hold_ms=1100, budget_ms=1000,
                       modes="default,timeout,nowait,skip_locked", warmup=1)
     result = await HolderWaiterLab(mysql_backend, cfg).run()
@@ -64,6 +66,7 @@ async def test_mariadb_wait_fraction_behaves_as_wait_0(mysql_backend):
     """MariaDB keeps only the whole seconds of WAIT n: WAIT 0.1 refuses at once."""
     if mysql_backend.flavor != "mariadb":
         pytest.skip("WAIT n is MariaDB syntax")
+    await mysql_backend.reset_sandbox()
     cfg = make_config("mysql", "mariadb", runs=3, hold_ms=400, budget_ms=100, modes="wait,nowait", warmup=1)
     result = await HolderWaiterLab(mysql_backend, cfg).run()
     wait = result.modes["wait"]
@@ -76,6 +79,7 @@ async def test_mariadb_wait_fraction_behaves_as_wait_0(mysql_backend):
 
 
 async def test_overhead_bench_pg(pg_backend, pg_server):
+    await pg_backend.reset_sandbox()
     result = await OverheadBench(pg_backend, pg_server, runs=3, warmup=1).run()
     nowait, bounded = result.cases["nowait"], result.cases["bounded"]
     for cr in (nowait, bounded):

@@ -30,6 +30,7 @@ def _text(widget) -> str:
 
 
 async def test_lab_screen_runs_and_shows_table_and_strips(pg_backend):
+    await pg_backend.reset_sandbox()  # other tests may have dropped it
     screen = LabScreen(pg_backend, runs=2, hold_ms=200, budget_ms=40, warmup=1)
     app = _Host(screen)
     async with app.run_test(size=(140, 40)) as pilot:
