@@ -199,6 +199,9 @@ class HolderWaiterLab:
             f"{mode.label}: asked {asked / 1000:g} s; the waits (median {median:.1f} ms) show the server applied"
             f" {observed_s} s" + (" - it behaves as WAIT 0 / NOWAIT" if observed_s == 0 else "")
         )
+        engine_budget = out.samples[0].budget
+        if engine_budget is not None:
+            out.budget_note += f" (lockrace's budget for the statement: {engine_budget.name}, {engine_budget.ms:g} ms)"
         out.applied_budget_ms = observed_s * 1000.0
 
     @staticmethod
