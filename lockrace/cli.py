@@ -81,8 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--engine", choices=("postgres", "mysql"), default="postgres")
     bench.add_argument("--runs", type=int, default=30, help="measured runs per mode (default 30)")
     bench.add_argument("--hold-ms", type=int, default=None, help="how long the holder keeps the row (default 500; 1500 on mysql)")
-    bench.add_argument("--budget-ms", type=int, default=None, help="bounded-wait budget (default 100; 1000 on mysql)")
-    bench.add_argument("--modes", default=None, help="comma list of default,timeout,nowait,skip_locked")
+    bench.add_argument("--budget-ms", type=int, default=None,
+                       help="bounded-wait budget (default 100; 1000 on mysql, where innodb_lock_wait_timeout takes "
+                            "whole seconds); the hold must exceed it by at least 50 ms")
+    bench.add_argument("--modes", default=None,
+                       help="comma list of default,timeout,wait,nowait,skip_locked (wait = MariaDB's WAIT n; "
+                            "default: all that apply to the engine)")
     bench.add_argument("--overhead", action="store_true",
                        help="instead: NOWAIT and lock_timeout through the engine vs the raw driver")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
