@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
-ENGINE_SIDE = ["engine", "backends", "servers", "scenario", "render", "isolation"]
+ENGINE_SIDE = ["engine", "backends", "servers", "scenario", "render", "isolation", "lab"]
 
 
 def _modules():
