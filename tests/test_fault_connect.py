@@ -83,14 +83,8 @@ def dsn_results(tmp_path_factory):
     cases = {f"pg-{k}": {"argv": ["run", "pg-nowait", "--pg", dsn]} for k, (dsn, _) in PG_CASES.items()}
     cases |= {f"mysql-{k}": {"argv": ["run", "mysql-nowait", "--mysql", dsn]} for k, (dsn, _) in MYSQL_CASES.items()}
     cases["pg-from-environment"] = {"argv": ["run", "pg-nowait"], "env": ENV_CASE}
-    path = tmp_path_factory.mktemp("dsn") / "cases.json"
-    path.write_text(json.dumps(list(cases.values())))
-    out = subprocess.run([sys.executable, str(REPO / "tests" / "faults" / "run_many.py"), str(path)], cwd=REPO,
-                         env=lockrace_env(), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    results = json.loads(out.stdout)
-    return {name: SimpleNamespace(returncode=r["code"], stdout=r["stdout"], stderr=r["stderr"])
-            for name, r in zip(cases, results)}
+    results = run_many(list(cases.values()), tmp_path_factory.mktemp("dsn"))
+    return dict(zip(cases, results))
 
 
 @pytest.mark.parametrize("case", list(PG_CASES))
@@ -166,15 +160,27 @@ def test_wrong_password_mysql(mysql_password_user):
     assert_one_clear_sentence(out, contains=f"Access denied for user '{ROLE}'@'127.0.0.1' (using password: YES)")
 
 
-@pytest.mark.parametrize("fmt", ["transcript", "json"])
-def test_right_password_never_printed(fmt, pg_password_role, mysql_password_user):
-    """A run that works: neither password appears in the transcript or the JSON report."""
-    env = lockrace_env(LOCKRACE_SANDBOX=f"{ROLE}_box")
-    for name, flag, dsn in (("pg-nowait", "--pg", f"{pg_password_role} password={RIGHT_PW}"),
-                            ("mysql-nowait", "--mysql", mysql_password_user.format(pw=RIGHT_PW))):
-        out = run_lockrace(["run", name, flag, dsn, "--format", fmt], env)
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert RIGHT_PW not in out.stdout + out.stderr
+def run_many(cases: list[dict], tmp_dir) -> list[SimpleNamespace]:
+    """Several ``lockrace`` command lines in one subprocess (tests/faults/run_many.py)."""
+    path = tmp_dir / "cases.json"
+    path.write_text(json.dumps(cases))
+    out = subprocess.run([sys.executable, str(REPO / "tests" / "faults" / "run_many.py"), str(path)], cwd=REPO,
+                         env=lockrace_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [SimpleNamespace(returncode=r["code"], stdout=r["stdout"], stderr=r["stderr"]) for r in json.loads(out.stdout)]
+
+
+def test_right_password_never_printed(pg_password_role, mysql_password_user, tmp_path):
+    """Runs that work: neither password appears in the transcript or the JSON report."""
+    env = {"LOCKRACE_SANDBOX": f"{ROLE}_box"}
+    cases = [{"argv": ["run", name, flag, dsn, "--format", fmt], "env": env}
+             for name, flag, dsn in (("pg-nowait", "--pg", f"{pg_password_role} password={RIGHT_PW}"),
+                                     ("mysql-nowait", "--mysql", mysql_password_user.format(pw=RIGHT_PW)))
+             for fmt in ("transcript", "json")]
+    for case, out in zip(cases, run_many(cases, tmp_path)):
+        assert out.returncode == 0, (case["argv"], out.stdout + out.stderr)
+        assert "Verified against" in out.stdout or '"passed": true' in out.stdout, out.stdout
+        assert RIGHT_PW not in out.stdout + out.stderr, case["argv"]
 
 
 # ------------------------------------------------------------------ no mariadbd

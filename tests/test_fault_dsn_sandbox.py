@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pymysql
@@ -72,7 +73,7 @@ def _pg_snapshot(conn, tables) -> dict:
     return snap
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def pg_planted():
     token = uuid.uuid4().hex[:8]
     db, sandbox = f"fault_dsn_{token}", f"lockrace_dsn_{token}"
@@ -96,12 +97,29 @@ def pg_planted():
             admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
-def test_pg_dsn_run_touches_only_its_own_schema(pg_planted):
+@pytest.fixture(scope="module")
+def dsn_runs(pg_planted, mysql_planted):
+    """Every built-in scenario of each engine, run by ``lockrace run`` against the DSN
+    servers; both engines at once (they are independent servers) to save time."""
+    pg_db, pg_sandbox = pg_planted[0], pg_planted[1]
+    my_db, my_sandbox = mysql_planted[1], mysql_planted[2]
+    jobs = {
+        "postgres": (["run", *scenario_tables("postgres")[0], "--pg", f"postgresql://postgres@127.0.0.1:5432/{pg_db}"],
+                     lockrace_env(LOCKRACE_SANDBOX=pg_sandbox)),
+        # the DSN even names the planted database: lockrace must still work only in its sandbox
+        "mysql": (["run", *scenario_tables("mysql")[0], "--mysql", f"mysql://root@127.0.0.1:3306/{my_db}"],
+                  lockrace_env(LOCKRACE_SANDBOX=my_sandbox)),
+    }
+    with ThreadPoolExecutor(2) as pool:
+        futures = {engine: pool.submit(run_lockrace, argv, env, 120) for engine, (argv, env) in jobs.items()}
+        return {engine: f.result() for engine, f in futures.items()}
+
+
+def test_pg_dsn_run_touches_only_its_own_schema(pg_planted, dsn_runs):
     db, sandbox, tables, before = pg_planted
     names, _ = scenario_tables("postgres")
     assert len(names) >= 3
-    out = run_lockrace(["run", *names, "--pg", f"postgresql://postgres@127.0.0.1:5432/{db}"],
-                       lockrace_env(LOCKRACE_SANDBOX=sandbox), timeout=120)
+    out = dsn_runs["postgres"]
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr
     assert out.stdout.count("Verified against PostgreSQL") == len(names)
 
@@ -142,7 +160,7 @@ def _mysql_snapshot(cur, db, tables) -> dict:
     return snap
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def mysql_planted():
     token = uuid.uuid4().hex[:8]
     db, sandbox = f"fault_user_{token}", f"lockrace_dsn_{token}"
@@ -161,13 +179,11 @@ def mysql_planted():
         conn.close()
 
 
-def test_mysql_dsn_run_touches_only_its_own_database(mysql_planted):
+def test_mysql_dsn_run_touches_only_its_own_database(mysql_planted, dsn_runs):
     cur, db, sandbox, tables, before = mysql_planted
     names, _ = scenario_tables("mysql")
     assert len(names) >= 3
-    # the DSN even names the planted database: lockrace must still work only in its sandbox
-    out = run_lockrace(["run", *names, "--mysql", f"mysql://root@127.0.0.1:3306/{db}"],
-                       lockrace_env(LOCKRACE_SANDBOX=sandbox), timeout=120)
+    out = dsn_runs["mysql"]
     # Whether each lesson verifies is test_builtin_scenarios' business (private server).  Here one
     # may not: mysql-metadata-lock names the holder of a metadata lock through the
     # metadata_lock_info plugin, which this DSN server does not load.  Every scenario must run.

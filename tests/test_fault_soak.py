@@ -20,7 +20,7 @@ soak_module = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = soak_module  # its dataclasses look themselves up there
 _spec.loader.exec_module(soak_module)
 
-RUNS = {"postgres": 30, "mysql": 15}
+RUNS = {"postgres": 20, "mysql": 12}
 RSS_NOISE_KIB = 6 * 1024  # allocator and import noise; a leak of one Race per run would be far more
 
 
