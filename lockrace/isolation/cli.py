@@ -91,7 +91,7 @@ async def run_specs(specs: list[Scenario], args) -> int:
                     sys.stdout.buffer.flush()
 
             t0 = time.perf_counter()
-            more = any((args.engine or s.engines[0]) == engine for s, _ in plans[index + 1:])
+            more = sum((args.engine or s.engines[0]) == engine for s, _ in plans[index + 1:])
             completed = await run_spec(spec, backend, emit, step_timeout=args.step_timeout, more_coming=more)
             elapsed = time.perf_counter() - t0
             spent += elapsed

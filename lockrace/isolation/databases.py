@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import deque
 
 import psycopg
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
 SPEC_DB = "lockrace_isolation"
+AHEAD = 2  # databases created ahead for the specs that follow
 
 # What pg_regress sets for every test database / connection (PGTZ, PGDATESTYLE).
 PG_DB_SETTINGS = {
@@ -53,7 +55,8 @@ class PgPlace:
         self.database = ""
         self._settings = dict(PG_DB_SETTINGS)
         self._counter = 0
-        self._next: asyncio.Task | None = None
+        self._ahead: deque[asyncio.Task] = deque()
+        self._drops: list[asyncio.Task] = []
 
     async def _admin(self) -> psycopg.AsyncConnection:
         return await psycopg.AsyncConnection.connect(self.target.conninfo, autocommit=True, connect_timeout=5)
@@ -81,12 +84,15 @@ class PgPlace:
         finally:
             await conn.close()
 
-    async def prepare(self, spec_name: str, more_coming: bool = False) -> str:
+    async def prepare(self, spec_name: str, more_coming: int = 0) -> str:
+        """``more_coming``: how many specs will follow this one here; up to
+        AHEAD of their databases are created while this spec runs."""
         if self.owned:
-            task, self._next = self._next, None
+            task = self._ahead.popleft() if self._ahead else None
             self.database = await task if task is not None else await self._create()
-            if more_coming:
-                self._next = asyncio.get_running_loop().create_task(self._create())
+            loop = asyncio.get_running_loop()
+            while len(self._ahead) < min(AHEAD, int(more_coming)):
+                self._ahead.append(loop.create_task(self._create()))
             self.conninfo = make_conninfo(self.target.conninfo, dbname=self.database)
             return self.conninfo
         await self.backend.reset_sandbox()
@@ -111,20 +117,23 @@ class PgPlace:
         """Drop the spec's database (owned) or empty the sandbox (DSN)."""
         if self.owned:
             if self.database:
-                await self._drop(self.database)
+                # DROP DATABASE ... WITH (FORCE) needs nothing from us: let it run
+                self._drops.append(asyncio.get_running_loop().create_task(self._drop(self.database)))
                 self.database = ""
         else:
             await self.backend.reset_sandbox()
 
     async def close(self) -> None:
-        """Also drop a database made ahead for a spec that never came."""
+        """Finish pending drops, and drop databases made for specs that never came."""
         await self.release()
-        task, self._next = self._next, None
-        if task is not None:
+        while self._ahead:
+            task = self._ahead.popleft()
             try:
                 await self._drop(await task)
             except Exception:
                 pass
+        drops, self._drops = self._drops, []
+        await asyncio.gather(*drops, return_exceptions=True)
 
 
 _places: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

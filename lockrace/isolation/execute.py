@@ -10,12 +10,12 @@ from .runner import POLL_INTERVAL, SpecRunner
 
 
 async def run_spec(spec: Scenario, backend, emit, step_timeout: float = 300.0, poll: float = POLL_INTERVAL,
-                   more_coming: bool = False) -> bool:
+                   more_coming: int = 0) -> bool:
     """Run every permutation of ``spec``; the transcript goes to ``emit(bytes)``.
 
     False when the spec was aborted (as isolationtester exits).  ``more_coming``:
-    another spec will follow on this backend (PostgreSQL then prepares its
-    database in the background); call ``finish()`` when done."""
+    how many specs will follow on this backend (PostgreSQL then prepares their
+    databases in the background); call ``finish()`` when done."""
     if backend.engine == "postgres":
         return await _run_pg(spec, backend, emit, step_timeout, poll, more_coming)
     return await _run_mysql(spec, backend, emit, step_timeout, poll)

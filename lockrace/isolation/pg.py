@@ -73,21 +73,30 @@ class PgSession:
 
     # --- statements run to completion (setup / teardown), like PQexec
     async def exec_block(self, sql: str, timeout: float | None = None) -> tuple[bool, list[Item], bytes]:
-        """Run ``sql``; (ok, items of its *last* result, libpq's error message).
+        """Run ``sql`` as PQexec would; (ok, items of its *last* result,
+        libpq's error message).
 
         After ``timeout`` seconds the statement is cancelled (upstream would
-        wait forever, e.g. a teardown behind a lock a session still holds)."""
-        fut = asyncio.ensure_future(asyncio.to_thread(self.conn.exec_, sql.encode()))
-        try:
-            res = await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            self.cancel()
-            res = await fut
-        if res.status == pq.ExecStatus.TUPLES_OK:
-            return True, result_items(res), b""
-        if res.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
+        wait for ever, e.g. a teardown behind a lock a session still holds)."""
+        self.send(sql)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self.busy():
+            if deadline is not None and loop.time() > deadline:
+                self.cancel()
+                deadline = None
+            await self.wait_input(0.05 if deadline is not None else 3600.0)
+        last = None
+        while True:
+            res = self.conn.get_result()
+            if res is None:
+                break
+            last = res
+        if last is None or last.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
             return True, [], b""
-        return False, [], self.conn.error_message
+        if last.status == pq.ExecStatus.TUPLES_OK:
+            return True, result_items(last), b""
+        return False, [], last.error_message or self.conn.error_message
 
     # --- a step sent and polled
     def send(self, sql: str) -> None:
