@@ -78,9 +78,14 @@ class PgPlace:
         return name
 
     async def _drop(self, name: str) -> None:
-        conn = await self._admin()
+        try:
+            conn = await self._admin()
+        except psycopg.Error:
+            return  # the server is gone, and its databases with it
         try:
             await conn.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(pgsql.Identifier(name)))
+        except psycopg.Error:
+            pass
         finally:
             await conn.close()
 
@@ -116,10 +121,12 @@ class PgPlace:
     async def release(self) -> None:
         """Drop the spec's database (owned) or empty the sandbox (DSN)."""
         if self.owned:
-            if self.database:
-                # DROP DATABASE ... WITH (FORCE) needs nothing from us: let it run
+            if self.database and self._ahead:
+                # more specs follow: let DROP DATABASE run while the next one starts
                 self._drops.append(asyncio.get_running_loop().create_task(self._drop(self.database)))
-                self.database = ""
+            elif self.database:
+                await self._drop(self.database)
+            self.database = ""
         else:
             await self.backend.reset_sandbox()
 
