@@ -234,3 +234,37 @@ def test_race_edge_cases(text):
 ], ids=lambda text: repr(text[:24]) + (f"..{len(text)}" if len(text) > 24 else ""))
 def test_spec_edge_cases(text):
     check_outcome(lambda: parse_spec(text, "edge.spec"), "edge.spec", text)
+
+
+# ------------------------------------------------------------------ through the CLI
+
+
+def test_malformed_files_through_lockrace_run(tmp_path):
+    """The same errors reach the user as one line, ``lockrace: file:line: ...``, exit 2."""
+    import json
+    import subprocess
+    import sys
+
+    from faults.cli import REPO as ROOT
+    from faults.cli import lockrace_env
+
+    files = {
+        "steps.race": ("engines: postgres\nA> SELECT 1\n    expect: ok\n", ":2: "),
+        "binary.race": (b"engines: postgres\nA> SELECT \x00\xff\xfe;\n", ": "),
+        "session.spec": ("session s1\nstep a { SELECT 1; }\npermutation a b\n", ":3: "),
+        "unterminated.spec": ("setup { CREATE TABLE t (id int);\nsession s1\n", ":1: "),
+    }
+    cases = []
+    for name, (content, _) in files.items():
+        path = tmp_path / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        cases.append({"argv": ["run", str(path)]})
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "faults" / "run_many.py"), str(tmp_path / "cases.json")],
+                         cwd=ROOT, env=lockrace_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for (name, (_, where)), result in zip(files.items(), json.loads(out.stdout)):
+        lines = result["stderr"].strip().splitlines()
+        assert result["code"] == 2, (name, result)
+        assert len(lines) == 1 and "Traceback" not in result["stderr"], (name, result)
+        assert lines[0].startswith(f"lockrace: {tmp_path / name}{where}"), (name, lines[0])
