@@ -191,3 +191,19 @@ async def test_reconnect_while_the_server_is_still_down(private_target):
         assert (await race.run("B", "SELECT count(*) FROM accounts")).rows == [("1",)]
     finally:
         await asyncio.wait_for(race.close(), 20)
+
+
+async def test_close_right_after_the_server_died(private_target):
+    """Quitting with a dead server: close() returns promptly and raises nothing."""
+    backend = await open_backend(private_target)
+    await fresh_table(backend)
+    race = await Race(backend, ("A", "B", "C")).open()
+    await race.run("A", "BEGIN")
+    await race.run("A", LOCK_ROW)
+    b = race.submit("B", "UPDATE accounts SET balance = 0 WHERE id = 1")
+    assert await race.wait_blocked_or_done(b, 10)
+    await asyncio.to_thread(private_target.server.kill)
+    t0 = asyncio.get_running_loop().time()
+    await asyncio.wait_for(race.close(), 10)
+    assert asyncio.get_running_loop().time() - t0 < 3
+    assert b.done.is_set() and b.result.outcome in ("connection_lost", "cancelled")

@@ -152,3 +152,31 @@ def test_run_interrupted_on_dsn_server(engine, sig, tmp_path):
                 conn.cursor().execute(f"DROP DATABASE IF EXISTS `{sandbox}`")
             finally:
                 conn.close()
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_run_survives_its_server_dying(engine, tmp_path, server_tmp):
+    """``lockrace run``'s own private server is killed (SIGKILL, whole process group)
+    while three sessions wait: the run reports the lost connections, fails the
+    steps (exit 1), prints no traceback, and still removes the server's temp dir."""
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario(engine).replace("60", "20"))
+    live = LiveRun(["run", str(scenario), "--step-timeout", "30"], lockrace_env(server_tmp))
+    try:
+        assert live.wait_for_line(f"A> {SLEEP[engine].replace('60', '20')}", 30), live.stdout + live.stderr
+        servers = [line.split(":", 1)[0] for line in processes_mentioning(str(server_tmp))
+                   if ("postgres -D" in line or "mariadbd" in line or "mysqld" in line)]
+        assert servers, processes_mentioning(str(server_tmp))
+        os.killpg(os.getpgid(int(servers[0])), signal.SIGKILL)
+        t0 = time.monotonic()
+        code = live.finish(30)
+        took = time.monotonic() - t0
+    finally:
+        live.kill()
+    text = live.stdout + live.stderr
+    assert code == 1, text
+    assert "Traceback" not in text, text
+    assert "connection lost" in live.stdout, live.stdout
+    assert took < 10, f"took {took:.1f} s after the server died"
+    assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
+    assert processes_mentioning(str(server_tmp)) == []
