@@ -84,7 +84,7 @@ class SpecRunner:
     async def _open(self) -> None:
         try:
             self.control = await self.opener("control connection", False)
-            for i, name in enumerate(self.order, start=1):
+            for name in self.order:
                 self.conns[name] = await self.opener(name, True)
         except Exception as exc:  # noqa: BLE001 - reported as upstream does
             index = len(self.conns) + (1 if self.control is not None else 0)
