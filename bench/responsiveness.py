@@ -44,14 +44,14 @@ TICK = os.sysconf("SC_CLK_TCK")
 class Terminal:
     """A child process on a pty, with everything it printed, ANSI-stripped and timestamped."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], cols: int = COLS, rows: int = ROWS):
         pid, fd = pty.fork()
         if pid == 0:  # child
             os.chdir(ROOT)
             env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", PYTHONPATH=str(ROOT))
             os.execvpe(argv[0], argv, env)
         self.pid, self.fd = pid, fd
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         self.text = ""
         self.raw_bytes = 0
 
@@ -103,7 +103,10 @@ def main() -> int:
     ap.add_argument("--poll-blocked", type=float, metavar="SECONDS",
                     help="experiment: the engine's monitor poll interval while every statement is blocked "
                          "(lockrace.engine.race.POLL_BLOCKED_S, 0.025 by default)")
+    ap.add_argument("--size", default=f"{COLS}x{ROWS}", help=f"terminal size COLSxROWS (default {COLS}x{ROWS}; "
+                    "from 170 columns the panels stand side by side)")
     args = ap.parse_args()
+    cols, rows = (int(v) for v in args.size.lower().split("x"))
 
     t_spawn = time.perf_counter()
     argv = [sys.executable, "-m", "lockrace"]
@@ -112,7 +115,7 @@ def main() -> int:
                 f"r.POLL_BLOCKED_S = {args.poll_blocked!r}; from lockrace.cli import main; sys.exit(main([]))"]
     if args.profile:
         argv = [sys.executable, "-m", "cProfile", "-o", args.profile, "-m", "lockrace"]
-    term = Terminal(argv)
+    term = Terminal(argv, cols, rows)
     try:
         first_paint = term.wait_for("type SQL", 20)
         startup = term.wait_for("(embedded) · engine: postgres", 30)
@@ -186,7 +189,7 @@ def main() -> int:
 
     latencies.sort()
     p95 = latencies[int(0.95 * (len(latencies) - 1))]
-    print(f"lockrace app responsiveness (pty {COLS}x{ROWS}, embedded PostgreSQL 18, {os.cpu_count()} cores)")
+    print(f"lockrace app responsiveness (pty {cols}x{rows}, embedded PostgreSQL 18, {os.cpu_count()} cores)")
     print(f"  first screen (\"starting …\")        {first_paint * 1000:7.0f} ms")
     print(f"  start-up to interactive             {startup * 1000:7.0f} ms   target < 2000 ms")
     print(f"  keypress-to-screen, 3 blocked       median {statistics.median(latencies):5.1f} ms, "

@@ -194,3 +194,16 @@ async def test_help_and_palette(pg_server):
 
         assert isinstance(app.screen, ScenarioPicker)
         await pilot.press("escape")
+
+
+async def test_multi_line_editor_runs_in_the_focused_session(pg_server):
+    async with running_app(targets={"postgres": pg_server}) as (app, pilot):
+        await pilot.press("tab")  # session B
+        await pilot.press("ctrl+n")
+        from lockrace.app.sql_editor import SqlEditor
+
+        assert isinstance(app.screen, SqlEditor)
+        app.screen.query_one("#editor-area").text = "SELECT id,\n       balance\n  FROM accounts WHERE id = 2;"
+        await pilot.press("ctrl+r")
+        await finished(pilot, app, "B", 1)
+        assert "B> SELECT id," in panel_text(app, "B") and "(1 row)" in panel_text(app, "B")

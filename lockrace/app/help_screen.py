@@ -15,6 +15,7 @@ from .status import STATE_HELP, STYLES
 
 KEYS = [
     ("Enter", "run the typed SQL in the focused session"),
+    ("Ctrl+N", "multi-line SQL editor for the focused session (Ctrl+R runs it, Esc cancels)"),
     ("Up / Down", "previous / next statement typed in that session"),
     ("Tab / Shift+Tab", "next / previous session panel (or click a panel)"),
     ("Alt+A … Alt+D", "jump to session A … D where the terminal reports Alt keys (kitty keyboard protocol);\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import sys
 
 from ..scenario.errors import ScenarioError
@@ -14,8 +15,6 @@ EXIT_UNUSABLE = 2
 def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None,
             targets: dict[str, Target] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
-    from .app import LockraceApp
-
     loaded = None
     if scenario:
         try:
@@ -28,9 +27,27 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
             return EXIT_UNUSABLE
         if not loaded.runs_on(engine):
             engine = loaded.engines[0]
-    app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets)
+    # The server starts in a thread while Textual is imported and the first screen drawn.
+    from .servers import start_target
+
+    pending = {}
+    executor = None
+    if not (targets and engine in targets):
+        executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lockrace-server")
+        pending[engine] = executor.submit(start_target, engine, pg if engine == "postgres" else mysql)
+    app = None
     try:
+        from .app import LockraceApp
+
+        app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending)
         code = app.run()
     finally:
-        app.pool.stop_owned()  # whatever way the app ended, no server is left running
+        if app is not None:
+            app.pool.stop_owned()  # whatever way the app ended, no server is left running
+        else:
+            from .servers import ServerPool
+
+            ServerPool(pending=pending).stop_owned()
+        if executor is not None:
+            executor.shutdown(wait=False)
     return code or 0

@@ -4,6 +4,7 @@ thread (never on the event loop), kept alive until the app quits."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 from ..backends import Backend, open_backend
 from ..servers.target import Target, mysql_target, pg_target
@@ -11,10 +12,18 @@ from ..servers.target import Target, mysql_target, pg_target
 ENGINE_NAMES = {"postgres": "PostgreSQL 18", "mysql": "MariaDB/MySQL"}
 
 
+def start_target(engine: str, dsn: str | None) -> Target:
+    """Start (or point at) the server for ``engine``; blocking, so call it in a thread."""
+    factory = pg_target if engine == "postgres" else mysql_target
+    return factory(dsn)
+
+
 class ServerPool:
-    def __init__(self, dsn: dict[str, str | None] | None = None, targets: dict[str, Target] | None = None):
+    def __init__(self, dsn: dict[str, str | None] | None = None, targets: dict[str, Target] | None = None,
+                 pending: dict[str, concurrent.futures.Future] | None = None):
         self.dsn = dsn or {}
         self.targets: dict[str, Target] = dict(targets or {})
+        self.pending = dict(pending or {})  # servers already starting in a thread (see main.run_app)
         self.owned: set[str] = set()  # engines whose server this pool started (and must stop)
         self.backends: dict[str, Backend] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -36,8 +45,11 @@ class ServerPool:
                 return self.backends[engine]
             target = self.targets.get(engine)
             if target is None:
-                factory = pg_target if engine == "postgres" else mysql_target
-                target = await asyncio.to_thread(factory, self.dsn.get(engine))
+                future = self.pending.pop(engine, None)
+                if future is not None:
+                    target = await asyncio.wrap_future(future)
+                else:
+                    target = await asyncio.to_thread(start_target, engine, self.dsn.get(engine))
                 self.targets[engine] = target
                 if target.owned:
                     self.owned.add(engine)
@@ -57,6 +69,15 @@ class ServerPool:
         await asyncio.to_thread(self.stop_owned)
 
     def stop_owned(self) -> None:
+        for engine, future in list(self.pending.items()):  # started but never used: wait for it, then stop it
+            try:
+                target = future.result(timeout=60)
+            except Exception:
+                continue
+            self.targets[engine] = target
+            if target.owned:
+                self.owned.add(engine)
+        self.pending.clear()
         for engine in list(self.owned):
             try:
                 self.targets[engine].stop()

@@ -151,9 +151,9 @@ class TimelineModel:
 def _snap_span(span_ns: int) -> int:
     unit = 1_000_000  # 1 ms
     while True:
-        for m in (1, 2, 5):
+        for m in (1, 1.5, 2, 3, 4, 5, 6, 8):
             if m * unit >= span_ns:
-                return m * unit
+                return int(m * unit)
         unit *= 10
 
 
