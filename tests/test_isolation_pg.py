@@ -241,3 +241,25 @@ async def test_run_specs_compares_and_reports(tmp_path, pg_server, capfdbinary, 
 def test_spec_in_memory_needs_no_file():
     sc = parse_spec("session s\nstep x { SELECT 1; }\n")
     assert sc.path is None and sc.name == "spec"
+
+
+async def test_terminated_session_is_reported_as_upstream(tmp_path, pg_backend):
+    """The FATAL error and libpq's own message print under the step; the next
+    step on the dead connection cannot be sent and the spec stops."""
+    text = """\
+session s1
+step kill { SELECT count(pg_terminate_backend(pid)) AS killed FROM pg_stat_activity WHERE application_name LIKE '%/s2'; }
+session s2
+step s2a { SELECT 1 AS one; }
+step s2b { SELECT 2 AS two; }
+permutation s2a kill s2b s2a
+"""
+    output, completed = await _run_text(tmp_path, pg_backend, text)
+    assert not completed
+    assert output.decode().endswith(
+        "step s2b: SELECT 2 AS two;\n"
+        "FATAL:  terminating connection due to administrator command\n"
+        "server closed the connection unexpectedly\n"
+        "\tThis probably means the server terminated abnormally\n"
+        "\tbefore or while processing the request.\n\n"
+        "failed to send query for step s2a: no connection to the server\n\n")

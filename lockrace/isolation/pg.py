@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 from psycopg import pq
 
 from .pqprint import format_result
-from .protocol import Item
+from .protocol import InputFailed, Item, SendFailed
 
 _FIELD_SEV = pq.DiagnosticField.SEVERITY
 _FIELD_MSG = pq.DiagnosticField.MESSAGE_PRIMARY
@@ -100,13 +101,19 @@ class PgSession:
 
     # --- a step sent and polled
     def send(self, sql: str) -> None:
-        self.conn.send_query(sql.encode())
+        try:
+            self.conn.send_query(sql.encode())
+        except psycopg.Error:
+            raise SendFailed(self.conn.error_message) from None
 
     def busy(self) -> bool:
         return self.conn.is_busy() == 1
 
     def consume(self) -> None:
-        self.conn.consume_input()
+        try:
+            self.conn.consume_input()
+        except psycopg.Error:
+            raise InputFailed(self.conn.error_message) from None
 
     async def wait_input(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for bytes from the server; consume them if any."""
@@ -127,7 +134,7 @@ class PgSession:
         finally:
             loop.remove_reader(sock)
         if got:
-            self.conn.consume_input()
+            self.consume()
         return got
 
     def results(self) -> list[Item]:
@@ -141,7 +148,7 @@ class PgSession:
 
     def notifies(self, sessions: list["PgSession"]) -> list[bytes]:
         lines = []
-        self.conn.consume_input()
+        self._consume_quietly()  # as isolationtester: a failure here is not checked
         while True:
             n = self.conn.notifies()
             if n is None:
@@ -149,8 +156,14 @@ class PgSession:
             sender = next((s.name for s in sessions if s.pid == n.be_pid), None) or f"PID {n.be_pid}"
             lines.append(b'%s: NOTIFY "%s" with payload "%s" from %s\n'
                          % (self.name.encode(), n.relname, n.extra, sender.encode()))
-            self.conn.consume_input()
+            self._consume_quietly()
         return lines
+
+    def _consume_quietly(self) -> None:
+        try:
+            self.conn.consume_input()
+        except psycopg.Error:
+            pass
 
     def cancel(self) -> bool:
         try:

@@ -12,3 +12,13 @@ class Item:
 
     kind: str
     data: bytes
+
+
+class InputFailed(Exception):
+    """Reading from a session's connection failed (isolationtester:
+    "PQconsumeInput failed: ..." and exit).  args[0]: the driver's message."""
+
+
+class SendFailed(Exception):
+    """A step could not be sent (isolationtester: "failed to send query for
+    step NAME: ..." and exit)."""

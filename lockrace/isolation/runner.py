@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..scenario.model import Blocker, PermutationEntry, Scenario
 from ..scenario.spec_format import unused_steps
+from .protocol import InputFailed, SendFailed
 
 NONBLOCK = 1
 RETRY = 2
@@ -32,6 +33,12 @@ RETRY = 2
 POLL_INTERVAL = 0.005
 """Seconds of silence before asking the server whether a step waits
 (upstream: 10 ms)."""
+
+
+def _raw(exc: Exception) -> bytes:
+    """The libpq message an InputFailed / SendFailed carries, as bytes."""
+    arg = exc.args[0] if exc.args else b""
+    return arg if isinstance(arg, bytes) else str(arg).encode()
 
 
 class SpecAborted(Exception):
@@ -73,7 +80,11 @@ class SpecRunner:
         try:
             await self._open()
             for perm in self.spec.order():
-                await self._run_permutation(perm)
+                try:
+                    await self._run_permutation(perm)
+                except InputFailed as exc:
+                    self.emit(b"PQconsumeInput failed: %s\n" % _raw(exc))
+                    raise SpecAborted from None
         except SpecAborted:
             self.aborted = True
             await self._abandon()
@@ -150,7 +161,11 @@ class SpecRunner:
                         names = [a.name for a in self.active.values() if a is not None]
                         self.emit(b"active steps are:" + b"".join(b" " + n.encode() for n in names) + b"\n")
                         raise SpecAborted
-            conn.send(ps.sql.decode())
+            try:
+                conn.send(ps.sql.decode())
+            except SendFailed as exc:
+                self.emit(b"failed to send query for step %s: %s\n" % (ps.name.encode(), _raw(exc)))
+                raise SpecAborted from None
             self.active[ps.session] = ps
             for i, b in enumerate(ps.blockers):
                 if b.step is not None and b.notices is not None:
