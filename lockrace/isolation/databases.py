@@ -116,8 +116,8 @@ class PgPlace:
         return conninfo
 
     def session_conninfo(self, spec_name: str, session: str) -> str:
-        # pg_regress sets PGAPPNAME=pg_regress/TEST; isolationtester appends /SESSION
-        return make_conninfo(self.conninfo, application_name=f"pg_regress/{spec_name}/{session}"[:63])
+        # pg_regress runs isolationtester with PGAPPNAME=isolation/TEST; it appends /SESSION
+        return make_conninfo(self.conninfo, application_name=f"isolation/{spec_name}/{session}"[:63])
 
     async def release(self) -> None:
         """Drop the spec's database (owned) or empty the sandbox (DSN)."""
