@@ -207,3 +207,19 @@ async def test_multi_line_editor_runs_in_the_focused_session(pg_server):
         await pilot.press("ctrl+r")
         await finished(pilot, app, "B", 1)
         assert "B> SELECT id," in panel_text(app, "B") and "(1 row)" in panel_text(app, "B")
+
+
+async def test_race_lab_opens_and_leaves_cleanly(pg_server):
+    async with running_app(targets={"postgres": pg_server}) as (app, pilot):
+        from lockrace.app.lab_screen import LabScreen
+
+        await pilot.press("ctrl+l")
+        assert isinstance(app.screen, LabScreen)
+        await pilot.pause(1.0)  # the lab is mid-run
+        await pilot.press("escape")
+        await pilot.pause(0.5)
+        assert not isinstance(app.screen, LabScreen)
+        assert app.return_code is None  # still running
+        await enter(pilot, app, "A", "SELECT 1 AS still_here;")
+        await finished(pilot, app, "A", 1)
+        assert "still_here" in panel_text(app, "A")

@@ -77,6 +77,7 @@ class LabScreen(Screen[None]):
         self.live: LabResult | None = None  # what has been measured so far
         self.error = ""
         self.done = asyncio.Event()
+        self._left = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="lab-head")
@@ -97,6 +98,7 @@ class LabScreen(Screen[None]):
         self.run_worker(self._run(), exclusive=True, group="lab")
 
     def action_back(self) -> None:
+        self._left = True
         self.workers.cancel_all()
         self.app.pop_screen()
 
@@ -130,10 +132,13 @@ class LabScreen(Screen[None]):
         except Exception as exc:  # a lost server: say so on the screen
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
-            self._draw()
+            if not self._left:  # Esc pops the screen and cancels this run: nothing left to draw on
+                self._draw()
             self.done.set()
 
     def _on_run(self, mode: Mode, sample: Sample | None, done: int, total: int) -> None:
+        if self._left:
+            return
         self.query_one(ProgressBar).update(total=total, progress=done)
         if sample is None or self.live is None:
             return

@@ -40,7 +40,8 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         from .app import LockraceApp
 
         app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending)
-        code = app.run()
+        app.run()
+        code = app.return_code
     finally:
         if app is not None:
             app.pool.stop_owned()  # whatever way the app ended, no server is left running
