@@ -11,53 +11,17 @@ remain and lockrace's sandbox schema/database must be dropped.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 import pymysql
 import pytest
-from faults.cli import LiveRun, lockrace_env, processes_mentioning
+from faults.cli import SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning, server_tmp  # noqa: F401
 
 PG_DSN_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
 MYSQL_DSN_SERVER = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
-
-SLEEP = {"postgres": "SELECT pg_sleep(60);", "mysql": "SELECT SLEEP(60);"}
-
-
-def blocking_scenario(engine: str) -> str:
-    return f"""title: three sessions blocked, a fourth sleeping
-engines: {engine}
-setup:
-    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
-    INSERT INTO accounts VALUES (1, 100);
-
-A> BEGIN;
-A> UPDATE accounts SET balance = 1 WHERE id = 1;
-B> UPDATE accounts SET balance = 2 WHERE id = 1;
-    completes-after: 7
-C> UPDATE accounts SET balance = 3 WHERE id = 1;
-    completes-after: 7
-D> UPDATE accounts SET balance = 4 WHERE id = 1;
-    completes-after: 7
-A> {SLEEP[engine]}
-A> COMMIT;
-"""
-
-
-@pytest.fixture
-def server_tmp():
-    """A TMPDIR for one run: the private servers run as 'nobody' when the tests
-    run as root, so it must be reachable by them (pytest's tmp_path is not)."""
-    path = Path(tempfile.mkdtemp(prefix="fault-tmp-"))
-    os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
 
 def _interrupt(live: LiveRun, engine: str, sig: int) -> tuple[int, float]:
     try:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,3 +92,37 @@ def processes_mentioning(text: str) -> list[str]:
         if text in cmdline:
             found.append(f"{entry.name}: {cmdline.strip()}")
     return found
+
+
+SLEEP = {"postgres": "SELECT pg_sleep(60);", "mysql": "SELECT SLEEP(60);"}
+
+
+def blocking_scenario(engine: str) -> str:
+    """A scenario that ends with B, C and D waiting for A's row while A sleeps."""
+    return f"""title: three sessions blocked, a fourth sleeping
+engines: {engine}
+setup:
+    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
+    INSERT INTO accounts VALUES (1, 100);
+
+A> BEGIN;
+A> UPDATE accounts SET balance = 1 WHERE id = 1;
+B> UPDATE accounts SET balance = 2 WHERE id = 1;
+    completes-after: 7
+C> UPDATE accounts SET balance = 3 WHERE id = 1;
+    completes-after: 7
+D> UPDATE accounts SET balance = 4 WHERE id = 1;
+    completes-after: 7
+A> {SLEEP[engine]}
+A> COMMIT;
+"""
+
+
+@pytest.fixture
+def server_tmp():
+    """A TMPDIR for one run: the private servers run as 'nobody' when the tests
+    run as root, so it must be reachable by them (pytest's tmp_path is not)."""
+    path = Path(tempfile.mkdtemp(prefix="fault-tmp-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,285 @@
+"""Fault matrix, app side (Textual Pilot on real servers).
+
+1. bad SQL in a panel: the error with its code; PostgreSQL's "failed
+   transaction" until ROLLBACK;
+2. the server dies mid-race: every panel shows the lost connection, the app
+   stays up, Reset (F4) reconnects once the server is back;
+3. quitting while three sessions are blocked: no connection of lockrace's is
+   left on the server, the transactions were rolled back, and a server the app
+   started is stopped with its temp dir;
+4. a statement that never finishes is cancelled with F2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from app_helpers import badge, enter, finished, until
+from faults.cli import blocking_scenario, lockrace_env, processes_mentioning, server_tmp  # noqa: F401 (fixture)
+from faults.server_view import mysql_connect, pg_connect, wait_until_gone
+
+from lockrace.app.app import LockraceApp
+from lockrace.servers.target import mysql_target, pg_target
+
+SIZE = (160, 48)
+
+
+def panel_text(app, session: str) -> str:
+    return "\n".join(app.panels[session].lines)
+
+
+async def start(app: LockraceApp, pilot) -> None:
+    await asyncio.wait_for(app.ready.wait(), 30)
+    await pilot.pause()
+
+
+async def quit_app(app: LockraceApp, pilot, timeout: float = 20) -> None:
+    await pilot.press("ctrl+q")
+    for _ in range(int(timeout / 0.05)):
+        if app.return_code is not None or not app.is_running:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the app did not exit after Ctrl+Q")
+
+
+# ------------------------------------------------------------------ 1. bad SQL
+
+
+async def test_bad_sql_in_a_panel_pg(pg_server):
+    app = LockraceApp(engine="postgres", targets={"postgres": pg_server})
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        await enter(pilot, app, "A", "BEGIN;")
+        await finished(pilot, app, "A", 1)
+        await enter(pilot, app, "A", "SELEC 1;")
+        await finished(pilot, app, "A", 2)
+        assert 'ERROR: 42601: syntax error at or near "SELEC"' in panel_text(app, "A")
+        assert badge(app, "A") == "error"
+        assert app.panels["A"].status.transaction().label == "failed transaction (ROLLBACK needed)"
+        await enter(pilot, app, "A", "SELECT 1;")
+        await finished(pilot, app, "A", 3)
+        assert "ERROR: 25P02: current transaction is aborted" in panel_text(app, "A")
+        assert app.panels["A"].status.transaction().label == "failed transaction (ROLLBACK needed)"
+        await enter(pilot, app, "A", "ROLLBACK;")
+        await finished(pilot, app, "A", 4)
+        assert app.panels["A"].status.transaction().label == "idle"
+        await enter(pilot, app, "A", "SELECT 40 + 2 AS answer;")
+        await finished(pilot, app, "A", 5)
+        assert app.panels["A"].status.last.rows == [("42",)]
+        await quit_app(app, pilot)
+
+
+async def test_bad_sql_in_a_panel_mariadb(mysql_server):
+    app = LockraceApp(engine="mysql", targets={"mysql": mysql_server})
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        await enter(pilot, app, "B", "SELEC 1;")
+        await finished(pilot, app, "B", 1)
+        assert "ERROR 1064 (42000): You have an error in your SQL syntax" in panel_text(app, "B")
+        await enter(pilot, app, "B", "SELECT 6 * 7;")
+        await finished(pilot, app, "B", 2)
+        assert app.panels["B"].status.last.rows == [("42",)]
+        await quit_app(app, pilot)
+
+
+# ------------------------------------------------------------------ 2. server dies
+
+
+@pytest.fixture(scope="module", params=["postgres", "mysql"])
+async def own_server_module(request):
+    """A private server of this module's own: killed and restarted here, never the shared one."""
+    factory = pg_target if request.param == "postgres" else mysql_target
+    target = await asyncio.to_thread(factory, None)
+    try:
+        yield target
+    finally:
+        await asyncio.to_thread(target.stop)
+
+
+@pytest.fixture
+async def own_server(own_server_module):
+    if not own_server_module.server.running:  # a test that failed half-way may have left it dead
+        await asyncio.to_thread(own_server_module.server.restart)
+    return own_server_module
+
+
+async def test_server_dies_every_panel_shows_it_and_reset_reconnects(own_server):
+    engine = own_server.engine
+    app = LockraceApp(engine=engine, targets={engine: own_server})
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 1 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await until(pilot, lambda: badge(app, "B").startswith("BLOCKED by A"), what="B blocked by A")
+
+        await asyncio.to_thread(own_server.server.kill)
+        await until(pilot, lambda: all(p.status.transaction().label == "connection lost" for p in app.panels.values()),
+                    timeout=15, what="every panel to show the lost connection")
+        assert badge(app, "B") == "connection lost"
+        assert app.is_running
+
+        await asyncio.to_thread(own_server.server.restart)
+        await pilot.press("f4")  # Reset: fresh sessions on the server that is back
+        await until(pilot, lambda: app.race is not None and app.ready.is_set()
+                    and all(p.status.transaction().label == "idle" for p in app.panels.values()),
+                    timeout=20, what="sessions back after Reset")
+        await enter(pilot, app, "C", "SELECT balance FROM accounts WHERE id = 1;")
+        await finished(pilot, app, "C", 1)
+        assert app.panels["C"].status.last.outcome == "ok"
+        await quit_app(app, pilot)
+
+
+# ------------------------------------------------------------------ 3. quit while blocked
+
+
+def _balance(target, sandbox) -> list:
+    if target.engine == "postgres":
+        with pg_connect(target) as conn:
+            return conn.execute(f"SELECT balance FROM {sandbox}.accounts WHERE id = 1").fetchall()
+    conn = mysql_connect(target)
+    try:
+        cur = conn.cursor()
+        cur.execute(f"SELECT balance FROM `{sandbox}`.accounts WHERE id = 1")
+        return [tuple(r) for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+async def test_quit_while_three_sessions_are_blocked(own_server):
+    engine = own_server.engine
+    app = LockraceApp(engine=engine, targets={engine: own_server})
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        before = await asyncio.to_thread(_balance, own_server, own_server.sandbox)
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = balance + 1000 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        for name in ("B", "C", "D"):
+            await enter(pilot, app, name, "UPDATE accounts SET balance = balance + 1 WHERE id = 1;")
+        await until(pilot, lambda: all(badge(app, n).startswith("BLOCKED") for n in "BCD"), what="B, C, D blocked")
+        idents = [p.status.ident for p in app.panels.values()]
+        await quit_app(app, pilot)
+    # the app did not start this server, so it is still up: nothing of lockrace's is left on it
+    assert await asyncio.to_thread(wait_until_gone, own_server, idents) == []
+    assert await asyncio.to_thread(_balance, own_server, own_server.sandbox) == before
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+async def test_quit_stops_the_server_the_app_started(engine):
+    app = LockraceApp(engine=engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        target = app.pool.targets[engine]
+        assert target.owned
+        server_dir = Path(target.server.dir)
+        proc = target.server.proc
+        assert server_dir.is_dir() and proc.poll() is None
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 1 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await until(pilot, lambda: badge(app, "B").startswith("BLOCKED"), what="B blocked")
+        await quit_app(app, pilot, timeout=30)
+    assert proc.poll() is not None, "the private server is still running"
+    assert not server_dir.exists(), f"{server_dir} was left behind"
+
+
+# ------------------------------------------------------------------ 4. cancel from the UI
+
+
+@pytest.mark.parametrize("engine,sql", [("postgres", "SELECT pg_sleep(60);"), ("mysql", "SELECT SLEEP(60);")])
+async def test_f2_cancels_a_statement_that_never_finishes(engine, sql, pg_server, mysql_server):
+    target = pg_server if engine == "postgres" else mysql_server
+    app = LockraceApp(engine=engine, targets={engine: target})
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        await enter(pilot, app, "D", sql)
+        await until(pilot, lambda: badge(app, "D") == "running", what="D running")
+        await pilot.press("f2")  # D's panel has focus
+        await finished(pilot, app, "D", 1, timeout=5)
+        assert badge(app, "D") == "cancelled"
+        assert app.panels["D"].status.last.code == ("57014" if engine == "postgres" else "1317")
+        await quit_app(app, pilot)
+
+
+# ------------------------------------------------------------------ the real terminal
+
+
+class Terminal:
+    """``lockrace`` (the app) in a pseudo-terminal, as a user starts it."""
+
+    def __init__(self, args: list[str], env: dict, size=(48, 160)):
+        import fcntl
+        import pty
+        import struct
+        import subprocess
+        import sys
+        import termios
+
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+        self.proc = subprocess.Popen([sys.executable, "-m", "lockrace", *args], cwd=Path(__file__).resolve().parents[1],
+                                     env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+        os.close(slave)
+        self.screen = bytearray()
+
+    def read_until(self, needle: bytes, timeout: float) -> bool:
+        import select
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.screen:
+                return True
+            ready, _, _ = select.select([self.master], [], [], 0.05)
+            if ready:
+                try:
+                    self.screen.extend(os.read(self.master, 65536))
+                except OSError:
+                    return needle in self.screen
+        return needle in self.screen
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        os.close(self.master)
+
+
+@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGTERM), ("mysql", signal.SIGINT)],
+                         ids=["postgres-SIGTERM", "mysql-SIGINT"])
+def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tmp_path, server_tmp):
+    """The real app in a pty runs a scenario (F6) until B, C, D wait and A sleeps,
+    then gets SIGTERM / SIGINT: it exits promptly without a traceback, gives the
+    terminal back (leaves the alternate screen), and its private server is gone
+    with its temp dir."""
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario(engine))
+    term = Terminal(["--engine", engine, "--scenario", str(scenario)],
+                    lockrace_env(server_tmp, TERM="xterm-256color"))
+    try:
+        assert term.read_until(b"F5 step", 30), term.screen[-2000:]
+        os.write(term.master, b"\x1b[17~")  # F6: run to the end
+        assert term.read_until(b"waits on", 20), term.screen[-2000:]
+        term.read_until(b"\x00never", 1.0)  # let the last steps land
+        assert [p.name for p in server_tmp.iterdir() if p.name.startswith("lockrace-")], "no private server?"
+        t0 = time.monotonic()
+        term.proc.send_signal(sig)
+        code = term.proc.wait(20)
+        took = time.monotonic() - t0
+        term.read_until(b"\x00never", 0.3)
+    finally:
+        term.close()
+    text = term.screen.decode(errors="replace")
+    assert code in (0, 130), code
+    assert took < 5, f"took {took:.1f} s"
+    assert "Traceback" not in text
+    assert "\x1b[?1049l" in text[-4000:], "the terminal was not given back (alternate screen)"
+    assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
+    assert processes_mentioning(str(server_tmp)) == []
