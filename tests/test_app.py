@@ -223,3 +223,17 @@ async def test_race_lab_opens_and_leaves_cleanly(pg_server):
         await enter(pilot, app, "A", "SELECT 1 AS still_here;")
         await finished(pilot, app, "A", 1)
         assert "still_here" in panel_text(app, "A")
+
+
+async def test_failed_transaction_needs_rollback(pg_server):
+    async with running_app(targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "SELECT 1 / 0;")
+        await finished(pilot, app, "A", 2)
+        await until(pilot, lambda: app.panels["A"].status.transaction().label
+                    == "failed transaction (ROLLBACK needed)", what="failed transaction badge")
+        assert badge(app, "A") == "error"
+        assert "ERROR: 22012: division by zero" in panel_text(app, "A")
+        await pilot.press("f3")  # roll back the focused session
+        await until(pilot, lambda: app.panels["A"].status.txn == "idle", what="rolled back")
+        assert app.panels["A"].lines[-2] == "ROLLBACK"

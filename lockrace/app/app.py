@@ -501,6 +501,8 @@ class LockraceApp(App[int]):
         except SessionBusy:
             self.notify(f"Session {name} is still running a statement: F2 cancels it, or wait.", severity="warning")
             message.panel.input.value = message.sql
+        except KeyError:
+            self.notify(f"Session {name} is not connected.", severity="error")
 
     @work(group="session")
     async def action_cancel(self) -> None:
@@ -509,7 +511,11 @@ class LockraceApp(App[int]):
         if race is None or name not in race.sessions or not race.sessions[name].busy:
             self.notify(f"Session {name} is not running anything.")
             return
-        ok = await race.cancel(name)
+        try:
+            ok = await race.cancel(name)
+        except Exception as exc:  # the monitor connection is gone, say so rather than crash
+            self.notify(f"Could not cancel {name}'s statement: {exc}", severity="error")
+            return
         self.notify(f"Asked the server to cancel {name}'s statement." if ok
                     else f"The server did not accept the cancel for {name}.", severity="information" if ok else "warning")
 
@@ -519,7 +525,11 @@ class LockraceApp(App[int]):
         race = self.race
         if race is None or name not in race.sessions:
             return
-        result = await race.rollback(name)
+        try:
+            result = await race.rollback(name)
+        except Exception as exc:
+            self.notify(f"Could not roll back {name}: {exc}", severity="error")
+            return
         if result is None:
             self.notify(f"Session {name} could not be rolled back: its statement did not stop.", severity="error")
 
