@@ -203,3 +203,43 @@ def test_mariadbd_missing():
     line = assert_one_clear_sentence(out, contains="no MariaDB/MySQL server available")
     # it names both ways to get one
     assert "mariadbd" in line and "--mysql" in line and "LOCKRACE_MYSQL_DSN" in line
+
+
+# ------------------------------------------------------------------ the app
+
+
+def _screen_text(app) -> str:
+    """Everything the app shows: the rendered screen plus any notifications."""
+    notes = " ".join(str(n.message) for n in getattr(app, "_notifications", []))
+    return app.export_screenshot() + notes + app.sub_title
+
+
+@pytest.mark.parametrize("which", ["wrong", "right"])
+async def test_app_never_shows_a_password(which, pg_password_role, monkeypatch):
+    import asyncio
+
+    from lockrace.app.app import LockraceApp
+
+    password = FAKE_PW if which == "wrong" else RIGHT_PW
+    monkeypatch.setenv("LOCKRACE_SANDBOX", f"{ROLE}_box")  # not the tests' own sandbox on this server
+    app = LockraceApp(engine="postgres", pg=f"{pg_password_role} password={password}")
+    async with app.run_test(size=(160, 48)) as pilot:
+        if which == "wrong":
+            banner = app.query_one("#banner")
+            for _ in range(200):
+                if "could not start or reach" in str(banner.render()):
+                    break
+                await asyncio.sleep(0.05)
+            shown = str(banner.render())
+            assert f'password authentication failed for user "{ROLE}"' in shown, shown
+            assert app.is_running
+        else:
+            await asyncio.wait_for(app.ready.wait(), 30)
+            await pilot.pause()
+            assert "PostgreSQL 18" in app.sub_title and app.race is not None
+        assert password not in _screen_text(app)
+        await pilot.press("ctrl+q")
+        for _ in range(200):
+            if not app.is_running:
+                break
+            await asyncio.sleep(0.05)
