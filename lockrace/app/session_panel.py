@@ -121,7 +121,7 @@ class SessionPanel(Vertical):
         yield Static(self._badges(), classes="badges")
         self._wait_line = WaitLine(lambda: self.status, classes="wait-line")
         yield self._wait_line
-        log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, classes="transcript")
+        log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=16, classes="transcript")
         log.can_focus = False
         yield log
         yield Static("", classes="next-step")
