@@ -207,7 +207,7 @@ class Race:
         self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result))
         # The session stays busy until its state is read back: one connection,
         # one request at a time (PyMySQL connections are not thread-safe).
-        await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)) or bool(result.code))
+        await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
