@@ -39,7 +39,9 @@ from .session_panel import SessionPanel, annotation
 from .timeline import Timeline, TimelineModel
 
 SESSION_NAMES = ("A", "B", "C", "D")
-TICK_S = 0.1  # redraw rate of the timeline and wait counters while anything runs
+TICK_S = 0.1  # redraw interval while a statement is young (the first FAST_FOR_S of it)
+SLOW_TICK_S = 0.25  # afterwards: a long wait changes slowly, and every frame costs CPU
+FAST_FOR_S = 3.0
 WIDE_COLUMNS = 170  # at or above this width the four panels stand side by side
 
 FREE_FORM_SETUP = [
@@ -301,7 +303,9 @@ class LockraceApp(App[int]):
         it shows has changed, and all of them in one frame.
         """
         while True:
-            await asyncio.sleep(TICK_S)
+            youngest = self.timeline_model.youngest_start()
+            fresh = youngest is not None and time.perf_counter_ns() - youngest < FAST_FOR_S * 1e9
+            await asyncio.sleep(TICK_S if fresh else SLOW_TICK_S)
             try:
                 self._tick()
             except Exception:  # a widget gone while closing: stop redrawing

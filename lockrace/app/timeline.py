@@ -101,6 +101,10 @@ class TimelineModel:
     def live(self) -> bool:
         return bool(self._open)
 
+    def youngest_start(self) -> int | None:
+        """perf_counter_ns start of the most recently started statement still running."""
+        return max((bar.start_ns for bar in self._open.values()), default=None)
+
     def apply(self, event: Event) -> None:
         if isinstance(event, StatementStarted):
             if event.session not in self.lanes:
