@@ -243,3 +243,52 @@ async def test_app_never_shows_a_password(which, pg_password_role, monkeypatch):
             if not app.is_running:
                 break
             await asyncio.sleep(0.05)
+
+
+# ------------------------------------------------------------------ redaction, as a property
+
+from urllib.parse import quote  # noqa: E402
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from lockrace.servers.target import DsnError, parse_mysql_dsn, pg_target, redact  # noqa: E402
+
+_PASSWORDS = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=6, max_size=24)
+_SHAPES = [
+    lambda pw: f"postgresql://someone:{quote(pw, safe='')}@db.example:5432/app",
+    lambda pw: f"postgresql://someone:{pw}@db.example:5432/app",  # unencoded, as people type it
+    lambda pw: "host=db.example port=5432 user=someone password='{}' dbname=app".format(
+        pw.replace("\\", "\\\\").replace("'", "\\'")),
+    lambda pw: f"host=db.example password={pw} user=someone",
+    lambda pw: f"postgresql://db.example/app?user=someone&password={quote(pw, safe='')}",
+    lambda pw: f"mysql://root:{pw}@db.example:3306",
+    lambda pw: f"mysql://root:{quote(pw, safe='')}@db.example:notaport",
+]
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(_PASSWORDS, st.sampled_from(range(len(_SHAPES))))
+def test_redact_hides_any_password(password, shape):
+    dsn = _SHAPES[shape](password)
+    if shape == 1:
+        assume("/" not in password and "?" not in password and "#" not in password)
+    if shape == 3:
+        assume("'" not in password and "\\" not in password)
+    shown = redact(dsn)
+    assert password not in shown and quote(password, safe="") not in shown, (dsn, shown)
+
+
+@settings(max_examples=100, derandomize=True, database=None, deadline=None)
+@given(_PASSWORDS)
+def test_dsn_errors_never_carry_the_password(password):
+    """The DSN-parsing errors (no server involved) print the DSN redacted."""
+    for dsn in (f"host=db.example password='{password}", f"mysql://root:{password}@db.example:3306"):
+        try:
+            pg_target(dsn)
+        except DsnError as exc:
+            assert password not in str(exc), str(exc)
+    try:
+        parse_mysql_dsn(f"mysql://root:{password}@db.example:notaport")
+    except DsnError as exc:
+        assert password not in str(exc), str(exc)

@@ -60,9 +60,14 @@ def sandbox_name() -> str:
 
 
 def redact(dsn: str) -> str:
-    """Hide any password in a URI or key=value DSN."""
-    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
-    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn, flags=re.IGNORECASE)
+    """Hide any password in a URI or key=value DSN.
+
+    Errs on the side of hiding more: a URI's userinfo runs to the *last* '@'
+    (a password may contain an unencoded '@'), and a quoted key=value password
+    may contain backslash-escaped quotes or lack its closing quote.
+    """
+    dsn = re.sub(r"(://[^:/@]*:).*@", r"\1***@", dsn, flags=re.DOTALL)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)", r"\1***", dsn, flags=re.IGNORECASE)
 
 
 def pg_target(dsn: str | None) -> Target:
