@@ -47,6 +47,7 @@ class SqlInput(Input):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        self.cursor_blink = False  # a blinking cursor repaints twice a second, forever
         self.history: list[str] = []
         self._pos = 0
 
