@@ -237,3 +237,18 @@ async def test_failed_transaction_needs_rollback(pg_server):
         await pilot.press("f3")  # roll back the focused session
         await until(pilot, lambda: app.panels["A"].status.txn == "idle", what="rolled back")
         assert app.panels["A"].lines[-2] == "ROLLBACK"
+
+
+async def test_reset_gives_fresh_sessions_and_tables(pg_server):
+    async with running_app(targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 0 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await enter(pilot, app, "A", "COMMIT;")
+        await finished(pilot, app, "A", 3)
+        await pilot.press("f4")
+        await until(pilot, lambda: app.ready.is_set() and app.panels["A"].status.statements == 0, what="reset")
+        assert app.timeline_model.bars == []
+        await enter(pilot, app, "A", "SELECT balance FROM accounts WHERE id = 1;")
+        await finished(pilot, app, "A", 1)
+        assert " 100" in panel_text(app, "A")
