@@ -9,7 +9,8 @@ Servers: PostgreSQL 15 on 127.0.0.1:5432 trusts every local connection, so no
 password can be wrong there; the wrong-password case for PostgreSQL uses the
 tests' own private PostgreSQL 18 (Unix socket), where the test adds a
 throwaway role with scram-sha-256 to pg_hba.conf and removes it afterwards.
-MariaDB on 127.0.0.1:3306 gets a throwaway user with a password.
+MariaDB (127.0.0.1:3306 here, see tests/faults/dsn.py) gets a throwaway user
+with a password.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ import sys
 from types import SimpleNamespace
 
 import psycopg
-import pymysql
 import pytest
 from faults.cli import REPO, lockrace_env, run_lockrace
+from faults.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
 
 FAKE_PW = "Fake-Pw-7f3a9c"  # must never show up in any output
 RIGHT_PW = "Right-Pw-4d2e8b"
 ROLE = "lockrace_fault_pw"
 
-MYSQL_ADMIN = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 
 
 def assert_one_clear_sentence(out, *, contains: str, secrets=(FAKE_PW,)) -> str:
@@ -56,8 +56,6 @@ PG_CASES = {
                     'connection to server on socket "/tmp/lockrace-fault-no-server/.s.PGSQL.5432" failed'),
     "unknown-host": (f"postgresql://postgres:{FAKE_PW}@no-such-host.invalid/postgres",
                      "failed to resolve host 'no-such-host.invalid'"),
-    "no-such-database": (f"postgresql://postgres:{FAKE_PW}@127.0.0.1:5432/lockrace_fault_no_db",
-                         'database "lockrace_fault_no_db" does not exist'),
 }
 
 MYSQL_CASES = {
@@ -68,21 +66,31 @@ MYSQL_CASES = {
                 "'127.0.0.1' ([Errno 111] Connection refused)"),
     "not-running": (f"mysql://root:{FAKE_PW}@localhost/?unix_socket=/tmp/lockrace-fault-no-server.sock",
                     "at mysql://root@/tmp/lockrace-fault-no-server.sock: Can't connect"),
-    "unknown-user": (f"mysql://lockrace_fault_nobody:{FAKE_PW}@127.0.0.1:3306",
-                     "Access denied for user 'lockrace_fault_nobody'@'127.0.0.1' (using password: YES)"),
 }
+
+
+def live_server_cases(pg_dsn, mysql_dsn) -> dict:
+    """Cases that need a server that answers (see tests/faults/dsn.py)."""
+    return {
+        "pg-no-such-database": ("pg-nowait", "--pg", f"{pg_dsn.dsn('lockrace_fault_no_db')} password={FAKE_PW}",
+                                'database "lockrace_fault_no_db" does not exist'),
+        "mysql-unknown-user": ("mysql-nowait", "--mysql", mysql_dsn.dsn("lockrace_fault_nobody", FAKE_PW),
+                               f"Access denied for user 'lockrace_fault_nobody'@'{mysql_dsn.user_host}'"
+                               " (using password: YES)"),
+    }
 
 
 ENV_CASE = {"LOCKRACE_PG_DSN": f"postgresql://postgres:{FAKE_PW}@127.0.0.1:1/postgres"}
 
 
 @pytest.fixture(scope="module")
-def dsn_results(tmp_path_factory):
+def dsn_results(tmp_path_factory, pg_dsn, mysql_dsn):
     """Every DSN case above, each a full ``lockrace run`` command line, run in one
     subprocess (tests/faults/run_many.py) to save an interpreter start per case."""
     cases = {f"pg-{k}": {"argv": ["run", "pg-nowait", "--pg", dsn]} for k, (dsn, _) in PG_CASES.items()}
     cases |= {f"mysql-{k}": {"argv": ["run", "mysql-nowait", "--mysql", dsn]} for k, (dsn, _) in MYSQL_CASES.items()}
     cases["pg-from-environment"] = {"argv": ["run", "pg-nowait"], "env": ENV_CASE}
+    cases |= {k: {"argv": ["run", name, flag, dsn]} for k, (name, flag, dsn, _) in live_server_cases(pg_dsn, mysql_dsn).items()}
     results = run_many(list(cases.values()), tmp_path_factory.mktemp("dsn"))
     return dict(zip(cases, results))
 
@@ -95,6 +103,11 @@ def test_unusable_pg_dsn(case, dsn_results):
 @pytest.mark.parametrize("case", list(MYSQL_CASES))
 def test_unusable_mysql_dsn(case, dsn_results):
     assert_one_clear_sentence(dsn_results[f"mysql-{case}"], contains=MYSQL_CASES[case][1])
+
+
+@pytest.mark.parametrize("case", ["pg-no-such-database", "mysql-unknown-user"])
+def test_unusable_dsn_on_a_live_server(case, dsn_results, pg_dsn, mysql_dsn):
+    assert_one_clear_sentence(dsn_results[case], contains=live_server_cases(pg_dsn, mysql_dsn)[case][3])
 
 
 def test_unusable_dsn_from_environment(dsn_results):
@@ -133,19 +146,20 @@ def pg_password_role(pg_server):
 
 
 @pytest.fixture
-def mysql_password_user():
-    """A throwaway user on MariaDB 127.0.0.1:3306 with a password and rights on its own sandbox only."""
-    conn = pymysql.connect(**MYSQL_ADMIN, autocommit=True)
+def mysql_password_user(mysql_dsn):
+    """A throwaway MariaDB user with a password and rights on its own sandbox only."""
+    host = mysql_dsn.user_host
+    conn = mysql_dsn.connect()
     cur = conn.cursor()
-    cur.execute(f"DROP USER IF EXISTS '{ROLE}'@'127.0.0.1'")
-    cur.execute(f"CREATE USER '{ROLE}'@'127.0.0.1' IDENTIFIED BY '{RIGHT_PW}'")
-    cur.execute(f"GRANT ALL ON `{ROLE}_box`.* TO '{ROLE}'@'127.0.0.1'")
-    cur.execute(f"GRANT PROCESS ON *.* TO '{ROLE}'@'127.0.0.1'")  # lock views, as the README asks of a DSN user
+    cur.execute(f"DROP USER IF EXISTS '{ROLE}'@'{host}'")
+    cur.execute(f"CREATE USER '{ROLE}'@'{host}' IDENTIFIED BY '{RIGHT_PW}'")
+    cur.execute(f"GRANT ALL ON `{ROLE}_box`.* TO '{ROLE}'@'{host}'")
+    cur.execute(f"GRANT PROCESS ON *.* TO '{ROLE}'@'{host}'")  # lock views, as the README asks of a DSN user
     try:
-        yield f"mysql://{ROLE}:{{pw}}@127.0.0.1:3306"
+        yield mysql_dsn.dsn(ROLE, "{pw}")  # .format(pw=...) fills in the password
     finally:
         cur.execute(f"DROP DATABASE IF EXISTS `{ROLE}_box`")
-        cur.execute(f"DROP USER IF EXISTS '{ROLE}'@'127.0.0.1'")
+        cur.execute(f"DROP USER IF EXISTS '{ROLE}'@'{host}'")
         conn.close()
 
 
@@ -155,9 +169,9 @@ def test_wrong_password_pg(pg_password_role):
     assert "password=***" in line
 
 
-def test_wrong_password_mysql(mysql_password_user):
+def test_wrong_password_mysql(mysql_password_user, mysql_dsn):
     out = run_lockrace(["run", "mysql-nowait", "--mysql", mysql_password_user.format(pw=FAKE_PW)], lockrace_env())
-    assert_one_clear_sentence(out, contains=f"Access denied for user '{ROLE}'@'127.0.0.1' (using password: YES)")
+    assert_one_clear_sentence(out, contains=f"Access denied for user '{ROLE}'@'{mysql_dsn.user_host}' (using password: YES)")
 
 
 def run_many(cases: list[dict], tmp_dir) -> list[SimpleNamespace]:

@@ -4,7 +4,8 @@ drops only its own schema (PostgreSQL) or database (MariaDB).
 The test plants user tables with the names the built-in scenarios use
 (accounts, jobs, items, ...) with known contents outside lockrace's sandbox,
 runs every built-in scenario of the engine against the DSN (127.0.0.1:5432 /
-127.0.0.1:3306, servers lockrace did not start) and proves that the planted
+127.0.0.1:3306 here, see tests/faults/dsn.py; servers lockrace did not start)
+and proves that the planted
 tables are untouched and the sandbox is gone afterwards.  On PostgreSQL an
 event trigger additionally records every object any DDL of the run created,
 altered or dropped: all of them must live in the sandbox schema.
@@ -16,15 +17,12 @@ import re
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import psycopg
-import pymysql
 import pytest
 from faults.cli import lockrace_env, run_lockrace
+from faults.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
 
 from lockrace.scenario.library import builtins
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
-MYSQL_ADMIN = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 
 
 def scenario_tables(engine: str) -> tuple[list[str], set[str]]:
@@ -74,14 +72,14 @@ def _pg_snapshot(conn, tables) -> dict:
 
 
 @pytest.fixture(scope="module")
-def pg_planted():
+def pg_planted(pg_dsn):
     token = uuid.uuid4().hex[:8]
     db, sandbox = f"fault_dsn_{token}", f"lockrace_dsn_{token}"
     _, tables = scenario_tables("postgres")
-    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+    with pg_dsn.connect() as admin:
         admin.execute(f"CREATE DATABASE {db}")
     try:
-        with psycopg.connect(PG_ADMIN, autocommit=True, dbname=db) as conn:
+        with pg_dsn.connect(db) as conn:
             conn.execute("CREATE SCHEMA app")
             for schema in ("public", "app"):
                 for t in sorted(tables):
@@ -93,21 +91,21 @@ def pg_planted():
             conn.execute("CREATE EVENT TRIGGER fault_drop ON sql_drop EXECUTE FUNCTION public.fault_log_drop()")
         yield db, sandbox, tables, before
     finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        with pg_dsn.connect() as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
 @pytest.fixture(scope="module")
-def dsn_runs(pg_planted, mysql_planted):
+def dsn_runs(pg_planted, mysql_planted, pg_dsn, mysql_dsn):
     """Every built-in scenario of each engine, run by ``lockrace run`` against the DSN
     servers; both engines at once (they are independent servers) to save time."""
     pg_db, pg_sandbox = pg_planted[0], pg_planted[1]
     my_db, my_sandbox = mysql_planted[1], mysql_planted[2]
     jobs = {
-        "postgres": (["run", *scenario_tables("postgres")[0], "--pg", f"postgresql://postgres@127.0.0.1:5432/{pg_db}"],
+        "postgres": (["run", *scenario_tables("postgres")[0], "--pg", pg_dsn.dsn(pg_db)],
                      lockrace_env(LOCKRACE_SANDBOX=pg_sandbox)),
         # the DSN even names the planted database: lockrace must still work only in its sandbox
-        "mysql": (["run", *scenario_tables("mysql")[0], "--mysql", f"mysql://root@127.0.0.1:3306/{my_db}"],
+        "mysql": (["run", *scenario_tables("mysql")[0], "--mysql", mysql_dsn.dsn(database=my_db)],
                   lockrace_env(LOCKRACE_SANDBOX=my_sandbox)),
     }
     with ThreadPoolExecutor(2) as pool:
@@ -115,7 +113,7 @@ def dsn_runs(pg_planted, mysql_planted):
         return {engine: f.result() for engine, f in futures.items()}
 
 
-def test_pg_dsn_run_touches_only_its_own_schema(pg_planted, dsn_runs):
+def test_pg_dsn_run_touches_only_its_own_schema(pg_planted, dsn_runs, pg_dsn):
     db, sandbox, tables, before = pg_planted
     names, _ = scenario_tables("postgres")
     assert len(names) >= 3
@@ -123,7 +121,7 @@ def test_pg_dsn_run_touches_only_its_own_schema(pg_planted, dsn_runs):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr
     assert out.stdout.count("Verified against PostgreSQL") == len(names)
 
-    with psycopg.connect(PG_ADMIN, autocommit=True, dbname=db) as conn:
+    with pg_dsn.connect(db) as conn:
         conn.execute("DROP EVENT TRIGGER fault_ddl")
         conn.execute("DROP EVENT TRIGGER fault_drop")
         log = conn.execute("SELECT event, tag, object_type, schema_name, identity, objid FROM public.fault_ddl_log").fetchall()
@@ -161,11 +159,11 @@ def _mysql_snapshot(cur, db, tables) -> dict:
 
 
 @pytest.fixture(scope="module")
-def mysql_planted():
+def mysql_planted(mysql_dsn):
     token = uuid.uuid4().hex[:8]
     db, sandbox = f"fault_user_{token}", f"lockrace_dsn_{token}"
     _, tables = scenario_tables("mysql")
-    conn = pymysql.connect(**MYSQL_ADMIN, autocommit=True)
+    conn = mysql_dsn.connect()
     cur = conn.cursor()
     try:
         cur.execute(f"CREATE DATABASE `{db}`")

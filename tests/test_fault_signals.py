@@ -15,13 +15,10 @@ import signal
 import time
 import uuid
 
-import psycopg
-import pymysql
 import pytest
 from faults.cli import SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning, server_tmp  # noqa: F401
+from faults.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
 
-PG_DSN_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
-MYSQL_DSN_SERVER = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
 
 def _interrupt(live: LiveRun, engine: str, sig: int) -> tuple[int, float]:
     try:
@@ -57,8 +54,8 @@ def test_run_interrupted_on_private_server(engine, sig, tmp_path, server_tmp):
     assert processes_mentioning(str(tmp)) == [], "server processes left behind"
 
 
-def _pg_leftovers(dbname: str, sandbox: str) -> tuple[list, bool]:
-    with psycopg.connect(PG_DSN_SERVER, autocommit=True, dbname=dbname) as conn:
+def _pg_leftovers(pg_dsn, dbname: str, sandbox: str) -> tuple[list, bool]:
+    with pg_dsn.connect(dbname) as conn:
         backends = conn.execute(
             "SELECT pid, application_name, state FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
             [dbname]).fetchall()
@@ -66,8 +63,8 @@ def _pg_leftovers(dbname: str, sandbox: str) -> tuple[list, bool]:
     return backends, bool(schema)
 
 
-def _mysql_leftovers(sandbox: str) -> tuple[list, bool]:
-    conn = pymysql.connect(**MYSQL_DSN_SERVER, autocommit=True)
+def _mysql_leftovers(mysql_dsn, sandbox: str) -> tuple[list, bool]:
+    conn = mysql_dsn.connect()
     try:
         cur = conn.cursor()
         cur.execute("SELECT ID, COMMAND, INFO FROM information_schema.PROCESSLIST WHERE DB = %s", (sandbox,))
@@ -80,7 +77,7 @@ def _mysql_leftovers(sandbox: str) -> tuple[list, bool]:
 
 @pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGTERM), ("mysql", signal.SIGINT)],
                          ids=["postgres-SIGTERM", "mysql-SIGINT"])
-def test_run_interrupted_on_dsn_server(engine, sig, tmp_path):
+def test_run_interrupted_on_dsn_server(engine, sig, tmp_path, pg_dsn, mysql_dsn):
     token = uuid.uuid4().hex[:8]
     sandbox = f"lockrace_sig_{token}"
     scenario = tmp_path / "blocks.race"
@@ -88,11 +85,11 @@ def test_run_interrupted_on_dsn_server(engine, sig, tmp_path):
     dbname = f"fault_sig_{token}"
     if engine == "postgres":
         # a database of its own, so that its backends are the run's and nobody else's
-        with psycopg.connect(PG_DSN_SERVER, autocommit=True) as conn:
+        with pg_dsn.connect() as conn:
             conn.execute(f"CREATE DATABASE {dbname}")
-        flags = ["--pg", f"postgresql://postgres@127.0.0.1:5432/{dbname}"]
+        flags = ["--pg", pg_dsn.dsn(dbname)]
     else:
-        flags = ["--mysql", "mysql://root@127.0.0.1:3306"]
+        flags = ["--mysql", mysql_dsn.dsn()]
     try:
         live = LiveRun(["run", str(scenario), "--step-timeout", "120", *flags],
                        lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
@@ -100,7 +97,10 @@ def test_run_interrupted_on_dsn_server(engine, sig, tmp_path):
         _check_clean_exit(live, code, took)
         deadline = time.monotonic() + 5
         while True:
-            left, schema = _pg_leftovers(dbname, sandbox) if engine == "postgres" else _mysql_leftovers(sandbox)
+            if engine == "postgres":
+                left, schema = _pg_leftovers(pg_dsn, dbname, sandbox)
+            else:
+                left, schema = _mysql_leftovers(mysql_dsn, sandbox)
             if not left or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -108,10 +108,10 @@ def test_run_interrupted_on_dsn_server(engine, sig, tmp_path):
         assert not schema, f"sandbox {sandbox} was not dropped"
     finally:
         if engine == "postgres":
-            with psycopg.connect(PG_DSN_SERVER, autocommit=True) as conn:
+            with pg_dsn.connect() as conn:
                 conn.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
         else:
-            conn = pymysql.connect(**MYSQL_DSN_SERVER, autocommit=True)
+            conn = mysql_dsn.connect()
             try:
                 conn.cursor().execute(f"DROP DATABASE IF EXISTS `{sandbox}`")
             finally:
