@@ -1,9 +1,10 @@
 """Fault matrix 2: the server dies mid-race.
 
-Each test starts its own private server (not the session-wide one), kills it
-with SIGKILL while B is blocked behind A, and checks that every session
-reports the lost connection, that nothing raises, and that Race.reconnect()
-brings every session back once the server has been restarted.
+This module starts private servers of its own (never the session-wide ones),
+kills them with SIGKILL (or shuts them down) while B is blocked behind A, and
+checks that every session reports the lost connection, that nothing raises,
+and that Race.reconnect() brings every session back once the server has been
+restarted -- and fails cleanly while it has not.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from lockrace.backends import open_backend
 from lockrace.engine.events import ServerNote, SessionState, StatementFinished
 from lockrace.engine.race import Race
 from lockrace.servers.target import mysql_target, pg_target
+
 
 @pytest.fixture(scope="module", params=["postgres", "mysql"])
 async def private_server(request):
