@@ -144,3 +144,24 @@ def test_run_survives_its_server_dying(engine, tmp_path, server_tmp):
     assert took < 10, f"took {took:.1f} s after the server died"
     assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
     assert processes_mentioning(str(server_tmp)) == []
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_run_interrupted_while_its_server_starts(engine, server_tmp):
+    """Ctrl-C while the private server is still starting: the start finishes in
+    its thread, then the server is stopped and removed like any other."""
+    live = LiveRun(["run", "pg-nowait" if engine == "postgres" else "mysql-nowait"], lockrace_env(server_tmp))
+    try:
+        deadline = time.monotonic() + 15
+        while not any(p.name.startswith("lockrace-") for p in server_tmp.iterdir()):
+            assert time.monotonic() < deadline, "the private server never began to start"
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        live.proc.send_signal(signal.SIGINT)
+        code = live.finish(30)
+        took = time.monotonic() - t0
+    finally:
+        live.kill()
+    _check_clean_exit(live, code, took)
+    assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
+    assert processes_mentioning(str(server_tmp)) == []
