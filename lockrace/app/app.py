@@ -274,8 +274,6 @@ class LockraceApp(App[int]):
                 await race.close()
 
     def _on_race_event(self, event: Event) -> None:
-        if self.race is None and not isinstance(event, ServerNote):
-            pass  # events during open() arrive before self.race is set; still show them
         if isinstance(event, ServerNote):
             severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
             self.notify(event.text, severity=severity)

@@ -22,7 +22,7 @@ from ..engine.events import (
     StatementFinished,
     StatementStarted,
 )
-from .status import budget_words, seconds
+from .status import seconds
 
 HORIZON_NS = 60_000_000_000  # finished bars older than this (before the latest activity) scroll away
 MIN_SPAN_NS = 1_000_000_000
