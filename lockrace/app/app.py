@@ -33,12 +33,15 @@ from ..servers.target import Target
 from .help_screen import HelpScreen
 from .player import Player
 from .recorder import Recorder
+from .player import permutation_text
 from .scenario_picker import ScenarioPicker
 from .servers import ServerPool
+from .session_log import SessionLog
 from .session_panel import SessionPanel, annotation
+from .spec_screens import PermutationPicker, SessionChooser
 from .timeline import Timeline, TimelineModel
 
-SESSION_NAMES = ("A", "B", "C", "D")
+SESSION_NAMES = ("A", "B", "C", "D")  # free-form sessions, and the ids of the four panel slots
 TICK_S = 0.1  # redraw interval while a statement is young (the first FAST_FOR_S of it)
 SLOW_TICK_S = 0.25  # afterwards: a long wait changes slowly, and every frame costs CPU
 FAST_FOR_S = 3.0
@@ -70,6 +73,17 @@ def free_form(engine: str) -> Scenario:
     )
 
 
+def session_names(scenario: Scenario | None) -> list[str]:
+    """The race's sessions: an isolation spec's own (s1, s2, ...), otherwise A-D plus any others a scenario uses."""
+    if scenario is not None and scenario.kind == "isolation-spec":
+        return scenario.session_names()
+    names = list(SESSION_NAMES)
+    for name in scenario.session_names() if scenario is not None else []:
+        if name not in names:
+            names.append(name)
+    return names
+
+
 class LockraceApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "lockrace"
@@ -84,6 +98,9 @@ class LockraceApp(App[int]):
         Binding("f8", "switch_engine", "Engine"),
         Binding("f9", "pick_scenario", "Scenarios"),
         Binding("ctrl+s", "save", "Save"),
+        Binding("ctrl+o", "open_file", "Open file", show=False),
+        Binding("ctrl+t", "pick_permutation", "Permutation", show=False),
+        Binding("ctrl+g", "show_sessions", "Shown sessions", show=False),
         Binding("ctrl+l", "lab", "Lab", show=False),
         Binding("ctrl+n", "editor", "Multi-line", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -118,6 +135,9 @@ class LockraceApp(App[int]):
         self.flavor = "postgres"
         self.server_label = ""
         self.timeline_model = TimelineModel(list(SESSION_NAMES))
+        self.logs: dict[str, SessionLog] = {name: SessionLog(name) for name in SESSION_NAMES}
+        self.shown: list[str] = list(SESSION_NAMES)  # the sessions the four panels show, in order
+        self.permutation = 0  # the loaded scenario's permutation being stepped
         self.recorder = Recorder(self.engine, self.flavor)
         self.transcript: list[str] = []
         self.ready = asyncio.Event()  # set each time a race is open and the UI interactive
@@ -144,7 +164,8 @@ class LockraceApp(App[int]):
 
     @property
     def panels(self) -> dict[str, SessionPanel]:
-        return {p.session: p for p in self.query(SessionPanel)}
+        """The panels on screen, by the session each shows."""
+        return {p.session: p for p in self._panel_list if p.display}
 
     @property
     def timeline(self) -> Timeline:
@@ -152,6 +173,8 @@ class LockraceApp(App[int]):
 
     def on_mount(self) -> None:
         self._panel_list = list(self.query(SessionPanel))
+        for panel in self._panel_list:
+            self.logs[panel.session] = panel.session_log
         self.sub_title = self.pool.starting_text(self.engine)
         box = self.query_one("#timeline-box")
         box.border_title = "wait-budget timeline"
@@ -165,7 +188,11 @@ class LockraceApp(App[int]):
         self._apply_width(event.size.width)
 
     def _apply_width(self, width: int) -> None:
-        self.query_one("#panels").set_class(width >= WIDE_COLUMNS, "wide")
+        grid = self.query_one("#panels")
+        count = sum(1 for p in self._panel_list if p.display) if hasattr(self, "_panel_list") else 4
+        grid.set_class(width >= WIDE_COLUMNS or count <= 2, "wide")
+        grid.styles.grid_size_columns = count if width >= WIDE_COLUMNS or count <= 2 else 2
+        grid.styles.grid_size_rows = 1 if width >= WIDE_COLUMNS or count <= 2 else 2
 
     def _banner(self, text: str | None, style: str = "bold") -> None:
         banner = self.query_one("#banner", Static)
@@ -181,6 +208,8 @@ class LockraceApp(App[int]):
             text.append("  sandbox tables: accounts(id, balance) rows 1-3, jobs(id, task) rows 1-3.  "
                         "Type SQL in a panel and press Enter; Tab/Alt+A..D switch panels; "
                         "F9 loads a scenario; F1 help.", style="#c0c0c0")
+        elif player.is_spec:
+            self._spec_bar(text, player)
         else:
             sc = player.scenario
             text.append(f" {sc.name} ", style="bold #101010 on #ffd75f")
@@ -201,20 +230,63 @@ class LockraceApp(App[int]):
                 text.append("\n")
                 text.append(" ".join(sc.lesson.split()), style="italic #d0d0d0")  # one paragraph in the bar
         scenario = player.scenario.name if player is not None else None
+        if player is not None and len(self.logs) > len(self._panel_list):
+            self._sessions_line(text, player)
         if (scenario, text.plain) == self._bar_shown:
             return
         # a new scenario may change the bar's height; progress updates do not
         bar.update(text, layout=scenario != (self._bar_shown or (None,))[0] or not self._bar_shown)
         self._bar_shown = (scenario, text.plain)
 
+    def _spec_bar(self, text: Text, player: Player) -> None:
+        """The scenario bar for an isolation spec: which permutation, how far, which keys."""
+        sc = player.scenario
+        text.append(f" {sc.name} ", style="bold #101010 on #d7afff")
+        text.append(f"  {sc.title}", style="bold")
+        state = "finished" if player.finished else f"next step {player.position + 1}/{player.total}"
+        text.append(f"   {state}", style="#c0c0c0")
+        if self.autoplaying:
+            text.append("   ▶ auto-play", style="bold #87d7ff")
+        if not player.finished:
+            text.append("   F5 step · F6 run to end · F7 auto-play", style="#9e9e9e")
+        else:
+            text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
+        text.append("\n")
+        text.append(f" permutation {player.permutation + 1}/{player.permutations}: ", style="bold")
+        for i, entry in enumerate(player.entries):
+            style = "bold #101010 on #ffd75f" if i == player.position and not player.finished else (
+                "#9e9e9e" if i < player.position else "")
+            text.append(permutation_text([entry]), style=style)
+            text.append(" ")
+        if player.permutations > 1:
+            text.append("  Ctrl+T picks another", style="#9e9e9e")
+
+    def _sessions_line(self, text: Text, player: Player) -> None:
+        """Every session of the race, the shown ones marked, when there are more than four."""
+        text.append("\n sessions: ", style="bold")
+        for name in self.logs:
+            if name in self.shown:
+                text.append(f"[{name}]", style="bold #87d7ff")
+            else:
+                text.append(f" {name} ", style="#9e9e9e")
+            text.append(" ")
+        text.append(" [ ] shown · Ctrl+G chooses which four", style="#9e9e9e")
+        step = player.next_step
+        if step is not None and step.session not in self.shown:
+            first = step.sql.splitlines()[0] if step.sql else ""
+            text.append(f"\n ▶ next, F5: step {player.position + 1}/{player.total}  {step.session}> {first}"
+                        f"   (session {step.session} is not shown)", style="bold #ffffd7 on #5f5f00")
+
     # ------------------------------------------------------------ race life
     @work(exclusive=True, group="race")
-    async def open_race(self, engine: str, scenario: Scenario | None = None) -> None:
-        """Fresh sessions on ``engine`` (starting its server if needed), fresh sandbox, optional scenario."""
+    async def open_race(self, engine: str, scenario: Scenario | None = None, permutation: int = 0) -> None:
+        """Fresh sessions on ``engine`` (starting its server if needed), fresh sandbox, optional scenario
+        (stepped in its ``permutation``-th order)."""
         self.ready.clear()
         self._stop_play()
         await self._close_race()
         self.engine = engine
+        self.permutation = permutation
         if engine not in self.pool.backends:
             self._banner(f"⏳ {self.pool.starting_text(engine)}", "bold #ffd75f")
             self.sub_title = self.pool.starting_text(engine)
@@ -228,23 +300,27 @@ class LockraceApp(App[int]):
                          "bold #ff5f5f")
             self.sub_title = f"no server · engine: {engine}"
             return
-        race = Race(backend, SESSION_NAMES)
+        names = session_names(scenario)
+        race = Race(backend, names)
         race.subscribe(self._on_race_event)
         self.flavor = backend.flavor
         self.server_label = f"{backend.server_name} ({self.pool.origin(engine)})"
         base = scenario if scenario is not None else free_form(engine)
         self.base = base
         heading = f"-- {self.server_label}"
-        self.timeline_model.clear(list(SESSION_NAMES))
+        self.timeline_model.clear(names)
         self.timeline.update()
         self.transcript = [f"-- lockrace transcript: {base.title or base.name} on {self.server_label}"]
         self.recorder.clear(engine, self.flavor, base)
-        for panel in self.panels.values():
-            panel.reset(self.flavor, heading)
+        self.logs = {}
+        for name in names:
+            self.logs[name] = SessionLog(name, self.flavor)
+            self.logs[name].write(heading, "dim italic")
+        self._show_sessions(names[: len(self._panel_list)])
         try:
             await race.open()
             self.race = race
-            player = Player(race, base, self._on_entry, step_timeout=self.step_timeout)
+            player = Player(race, base, self._on_entry, step_timeout=self.step_timeout, permutation=permutation)
             await player.prepare()
             if scenario is not None:
                 self.player = player
@@ -281,6 +357,11 @@ class LockraceApp(App[int]):
         panel = self.panels.get(event.session)
         if panel is not None:
             panel.handle(event)
+        elif event.session is not None:  # a session no panel shows keeps its transcript all the same
+            log = self.logs.get(event.session)
+            if log is None:
+                log = self.logs[event.session] = SessionLog(event.session, self.flavor)
+            log.apply(event)
         self.timeline_model.apply(event)
         self.recorder.apply(event)
         if isinstance(event, StatementStarted):
@@ -318,32 +399,38 @@ class LockraceApp(App[int]):
 
     # ------------------------------------------------------------ scenario
     def _on_entry(self, entry: Entry) -> None:
-        panels = self.panels
         if entry.kind == "note":
             step = self.player.current if self.player is not None else None
-            target = panels.get(step.session) if step is not None else None
             for line in entry.text.splitlines():
                 self.transcript.append(f"-- {line}")
-                if target is not None:
-                    target.write(f"-- {line}", "italic #d7af87")
+                if step is not None:
+                    self._write(step.session, f"-- {line}", "italic #d7af87")
         elif entry.kind == "launch":
             pass  # the highlight moves once the step is done: a relayout now would delay the statement itself
         elif entry.kind in ("finish", "problem") and entry.record is not None:
             rec = entry.record
-            panel = panels.get(rec.step.session)
             if entry.kind == "finish":
                 lines = self._verdict(rec)
             else:
                 lines = [(f"✗ step {rec.step.name}: {entry.text}", "bold #ff5f5f")]
             for line, style in lines:
                 self.transcript.append(line)
-                if panel is not None:
-                    panel.write(line, style)
+                self._write(rec.step.session, line, style)
             self._show_bar()
+
+    def _write(self, session: str, line: str, style: str) -> None:
+        """A line of lockrace's own in ``session``'s transcript, shown or not."""
+        panel = self.panels.get(session)
+        if panel is not None:
+            panel.write(line, style)
+        elif session in self.logs:
+            self.logs[session].write(line, style)
 
     def _verdict(self, rec) -> list[tuple[str, str]]:
         expectations = rec.step.applicable(self.flavor)
         if not rec.failures:
+            if self.player is not None and self.player.is_spec:  # a spec states no expectations: just done
+                return [(f"· step {rec.step.name} done", "#87875f")]
             if not expectations:
                 return [(f"✓ step {rec.step.name}", "#5f875f")]
             what = "; ".join(e.describe() for e in expectations)
@@ -353,9 +440,11 @@ class LockraceApp(App[int]):
     def _show_next(self) -> None:
         player = self.player
         step = player.next_step if player is not None else None
+        for log in self.logs.values():
+            log.next_text = None
         for panel in self.panels.values():
             if step is not None and panel.session == step.session:
-                first = step.sql.splitlines()[0]
+                first = step.sql.splitlines()[0] if step.sql else ""
                 more = " …" if "\n" in step.sql else ""
                 note = f"\n   {step.note}" if step.note else ""
                 panel.show_next(f"▶ next, F5: step {player.position + 1}/{player.total}  "
@@ -363,6 +452,24 @@ class LockraceApp(App[int]):
             else:
                 panel.show_next(None)
         self._show_bar()
+
+    def _show_sessions(self, names: list[str]) -> None:
+        """Let the panels show these sessions (at most four), in this order; the rest keep running unseen."""
+        focused = self.focused_session()
+        self.shown = list(names)
+        for i, panel in enumerate(self._panel_list):
+            if i < len(names):
+                panel.show(self.logs[names[i]])
+                panel.display = True
+            else:
+                panel.display = False
+        self._apply_width(self.size.width)
+        if self.player is not None:
+            self._show_next()
+        else:
+            self._show_bar()
+        if self.screen is self.screen_stack[0] and focused not in self.shown and self.shown:
+            self.action_focus_session(self.shown[0])
 
     async def _step_once(self) -> bool:
         player = self.player
@@ -438,18 +545,67 @@ class LockraceApp(App[int]):
             return
         self.push_screen(ScenarioPicker(scenarios, self.engine), self.load_scenario)
 
+    def action_open_file(self) -> None:
+        """The scenario picker with its file-path line focused: open a .race or isolation .spec file."""
+        if isinstance(self.screen, ScenarioPicker):
+            self.screen.focus_path()
+            return
+        try:
+            scenarios = self.scenarios()
+        except Exception:
+            scenarios = []
+        self.push_screen(ScenarioPicker(scenarios, self.engine, path_first=True), self.load_scenario)
+
     def scenarios(self) -> list[Scenario]:
         if self._scenarios is None:
             self._scenarios = builtins()
         return self._scenarios
 
     def load_scenario(self, scenario: Scenario | None) -> None:
+        """Load a scenario; an isolation spec with several permutations first asks which one to step."""
         if scenario is None:
             return
         engine = self.engine if scenario.runs_on(self.engine) else scenario.engines[0]
         if engine != self.engine:
             self.notify(f"{scenario.name} runs on {', '.join(scenario.engines)}: switching engine.")
+        if scenario.kind == "isolation-spec" and len(scenario.order()) > 1:
+            def chosen(index: int | None) -> None:
+                self.open_race(engine, scenario, index or 0)
+
+            self.push_screen(PermutationPicker(scenario, 0), chosen)
+            return
         self.open_race(engine, scenario)
+
+    def action_pick_permutation(self) -> None:
+        """Choose which permutation of the loaded isolation spec to step (restarts it from its setup)."""
+        player = self.player
+        if player is None or player.permutations < 2:
+            self.notify("The loaded scenario has a single order of steps." if player is not None
+                        else "No scenario loaded: F9 picks one, Ctrl+O opens a file.", severity="warning")
+            return
+        if isinstance(self.screen, PermutationPicker):
+            return
+        scenario, engine = player.scenario, self.engine
+
+        def chosen(index: int | None) -> None:
+            if index is not None:
+                self.open_race(engine, scenario, index)
+
+        self.push_screen(PermutationPicker(scenario, player.permutation), chosen)
+
+    def action_show_sessions(self) -> None:
+        """Choose which sessions (at most four) the panels show."""
+        if isinstance(self.screen, SessionChooser):
+            return
+        if len(self.logs) <= 1:
+            self.notify("There is only one session.")
+            return
+
+        def chosen(names: list[str] | None) -> None:
+            if names:
+                self._show_sessions(names)
+
+        self.push_screen(SessionChooser(list(self.logs), self.shown, len(self._panel_list)), chosen)
 
     # ------------------------------------------------------------ sessions
     def focused_session(self) -> str:
@@ -469,7 +625,12 @@ class LockraceApp(App[int]):
             node = node.parent
 
     def action_focus_session(self, name: str) -> None:
+        """Focus session ``name``'s panel; Alt+A..D name the four slots when sessions have other names."""
         panel = self.panels.get(name)
+        if panel is None and name in SESSION_NAMES:
+            index = SESSION_NAMES.index(name)
+            shown = [p for p in self._panel_list if p.display]
+            panel = shown[index] if index < len(shown) else None
         if panel is not None:
             panel.input.focus()
 
@@ -538,14 +699,14 @@ class LockraceApp(App[int]):
     def action_reset(self) -> None:
         scenario = self.player.scenario if self.player is not None else None
         self.notify("Resetting: fresh sessions and sandbox" + (f", {scenario.name} from step 1." if scenario else "."))
-        self.open_race(self.engine, scenario)
+        self.open_race(self.engine, scenario, self.permutation if scenario is not None else 0)
 
     def action_switch_engine(self) -> None:
         other = "mysql" if self.engine == "postgres" else "postgres"
         scenario = self.player.scenario if self.player is not None else None
         if scenario is not None and not scenario.runs_on(other):
             scenario = None
-        self.open_race(other, scenario)
+        self.open_race(other, scenario, self.permutation if scenario is not None else 0)
 
     def action_lab(self) -> None:
         """The race lab (holder vs waiter, every mode) on the current server."""
@@ -592,6 +753,14 @@ class LockraceApp(App[int]):
         yield SystemCommand(f"Switch engine to {other}", "Tear down this race and open one on the other engine (F8)",
                             self.action_switch_engine)
         yield SystemCommand("Scenarios", "Pick a built-in scenario (F9)", self.action_pick_scenario)
+        yield SystemCommand("Open scenario file…", "Load a .race scenario or a PostgreSQL isolation .spec file (Ctrl+O)",
+                            self.action_open_file)
+        if self.player is not None and self.player.permutations > 1:
+            yield SystemCommand("Choose permutation…", "Step another order of the loaded spec's steps (Ctrl+T)",
+                                self.action_pick_permutation)
+        if len(self.logs) > 1:
+            yield SystemCommand("Show sessions…", "Choose which sessions the four panels show (Ctrl+G)",
+                                self.action_show_sessions)
         yield SystemCommand("Multi-line SQL", "Edit a multi-line statement for the focused session (Ctrl+N)",
                             self.action_editor)
         yield SystemCommand("Race lab", "Holder vs waiter in every wait mode on this server, measured (Ctrl+L)",

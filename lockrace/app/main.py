@@ -22,9 +22,6 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         except ScenarioError as exc:
             print(f"lockrace: {exc}", file=sys.stderr)
             return EXIT_UNUSABLE
-        if loaded.kind != "scenario":
-            print(f"lockrace: {scenario} is an isolation spec; run it with 'lockrace run'", file=sys.stderr)
-            return EXIT_UNUSABLE
         if not loaded.runs_on(engine):
             engine = loaded.engines[0]
     # The server starts in a thread while Textual is imported and the first screen drawn.

@@ -2,24 +2,91 @@
 
 The runner's ``step`` does the real work (launch, wait for the server to
 report a blocking step waiting, collect blocked steps that finished); this
-class only keeps the position and says what comes next.
+class only keeps the position in the chosen permutation (a lockrace scenario
+has one; an isolation spec may have many) and says what comes next.
+
+Isolation specs carry no expectations, so their steps follow
+isolationtester's rule instead (``SpecStepRunner``): launch a step, then wait
+until it finishes or the server reports it waiting, and move on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 from ..engine.race import Race
 from ..engine.runner import Entry, ScenarioRunner
-from ..scenario.model import Scenario, Step
+from ..engine.verify import StepRecord, check
+from ..scenario.model import PermutationEntry, Scenario, Step
+
+
+def permutation_text(perm: list[PermutationEntry]) -> str:
+    """A permutation as the spec writes it: ``s1a s2a(*) s1b``."""
+    out = []
+    for entry in perm:
+        marks = []
+        for b in entry.blockers:
+            if b.step is None:
+                marks.append("*")
+            else:
+                marks.append(b.step + (f" notices {b.notices}" if b.notices is not None else ""))
+        out.append(entry.step + (f"({', '.join(marks)})" if marks else ""))
+    return " ".join(out)
+
+
+class SpecStepRunner(ScenarioRunner):
+    """isolationtester's schedule for one step at a time, on the app's Race."""
+
+    async def step(self, step: Step, index: int, entry: PermutationEntry | None = None) -> StepRecord:
+        if step.note:
+            self.on_entry(Entry("note", text=step.note))
+        session = self.race.sessions.get(step.session)
+        if session is None:
+            session = await self.race.add_session(step.session)
+        if session.busy:
+            # like isolationtester: a session's earlier step must complete before its next one is sent
+            for record, stmt in list(self.pending.values()):
+                if record.step.session == step.session:
+                    await self._await_done(record, stmt)
+        record = StepRecord(step, index)
+        self.report.records.append(record)
+        if session.busy:
+            record.problem = f"session {step.session} is still busy with an earlier statement"
+            record.failures = check(record, [])
+            self.on_entry(Entry("problem", record, text=record.problem))
+            return record
+        stmt = self.race.submit(step.session, step.sql)
+        self.launched = index
+        self.pending[step.name] = (record, stmt)
+        self.on_entry(Entry("launch", record))
+        if entry is not None and any(b.step is None for b in entry.blockers):
+            pass  # "(*)": the spec says this step waits; move on at once
+        else:
+            waits = [asyncio.ensure_future(stmt.done.wait()), asyncio.ensure_future(stmt.blocked.wait())]
+            try:
+                await asyncio.wait(waits, timeout=self.step_timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if stmt.done.is_set() or not stmt.blocked.is_set():
+                await self._await_done(record, stmt)  # done, or neither done nor waiting: cancelled
+        await self._drain_pending(final=False)
+        return record
 
 
 class Player:
-    def __init__(self, race: Race, scenario: Scenario, on_entry: Callable[[Entry], None], step_timeout: float = 15.0):
+    def __init__(self, race: Race, scenario: Scenario, on_entry: Callable[[Entry], None],
+                 step_timeout: float = 15.0, permutation: int = 0):
         self.race = race
         self.scenario = scenario
-        self.runner = ScenarioRunner(race, scenario, step_timeout=step_timeout, on_entry=on_entry)
-        self.order = [entry.step for entry in scenario.order()[0]]
+        self.is_spec = scenario.kind == "isolation-spec"
+        runner = SpecStepRunner if self.is_spec else ScenarioRunner
+        self.runner = runner(race, scenario, step_timeout=step_timeout, on_entry=on_entry)
+        perms = scenario.order()
+        self.permutation = permutation if 0 <= permutation < len(perms) else 0
+        self.entries: list[PermutationEntry] = list(perms[self.permutation])
+        self.order = [entry.step for entry in self.entries]
         self.position = 0  # steps launched so far
         self.busy = False
         self.finished = False
@@ -29,6 +96,10 @@ class Player:
     @property
     def total(self) -> int:
         return len(self.order)
+
+    @property
+    def permutations(self) -> int:
+        return len(self.scenario.order())
 
     @property
     def next_step(self) -> Step | None:
@@ -65,9 +136,13 @@ class Player:
             return False
         self.busy = True
         try:
+            entry = self.entries[self.position]
             self.position += 1
             self.current = step
-            await self.runner.step(step, self.position)
+            if self.is_spec:
+                await self.runner.step(step, self.position, entry)
+            else:
+                await self.runner.step(step, self.position)
             if self.position >= self.total:
                 await self.runner._drain_pending(final=True)
                 self.finished = True

@@ -1,15 +1,21 @@
-"""A modal list of the built-in scenarios: title, engines and lesson."""
+"""A modal list of the built-in scenarios (title, engines and lesson), and a
+line to open any scenario file by path: a .race file or a PostgreSQL
+isolation .spec."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList, Static
+from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from ..scenario.errors import ScenarioError
+from ..scenario.library import resolve
 from ..scenario.model import Scenario
 
 
@@ -36,10 +42,11 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
         Binding("f9", "dismiss(None)", "Close", show=False),
     ]
 
-    def __init__(self, scenarios: list[Scenario], engine: str):
+    def __init__(self, scenarios: list[Scenario], engine: str, path_first: bool = False):
         super().__init__()
         self.scenarios = scenarios
         self.engine = engine
+        self.path_first = path_first
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
@@ -58,12 +65,33 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
                 yield picker_list
                 with VerticalScroll(id="picker-detail-box"):
                     yield Static(id="picker-detail")
+            yield Label("", id="picker-path-note")
+            yield Input(placeholder="or open a file: path to a .race scenario or an isolation .spec, then Enter",
+                        id="picker-path")
 
     def on_mount(self) -> None:
         lst = self.query_one(OptionList)
         lst.focus()
         if self.scenarios:
             lst.highlighted = 0
+        if self.path_first or not self.scenarios:
+            self.focus_path()
+
+    def focus_path(self) -> None:
+        self.query_one("#picker-path", Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        path = event.value.strip()
+        if not path:
+            return
+        note = self.query_one("#picker-path-note", Label)
+        try:
+            scenario = resolve(str(Path(path).expanduser()))
+        except ScenarioError as exc:
+            note.update(Text(f"✗ {exc}", style="bold #ff5f5f"))
+            return
+        self.dismiss(scenario)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         sc = self._by_id(event.option.id)

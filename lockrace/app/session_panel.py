@@ -1,5 +1,10 @@
 """One session's panel: status badges, a live wait counter, the transcript,
-the next scenario step and an input line."""
+the next scenario step and an input line.
+
+A panel is one of four slots; it shows one session's ``SessionLog`` and can
+be switched to another session's (an isolation spec with more than four
+sessions), redrawing that session's whole transcript.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,8 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
-from ..engine.events import Event, SessionState, StatementFinished, StatementStarted
-from ..render.tables import result_lines
-from .status import SessionStatus, budget_words, seconds
+from ..engine.events import Event
+from .session_log import OUTCOME_LINE_STYLES, SessionLog, annotation  # noqa: F401 (re-exported)
 
 
 class WaitLine(Widget):
@@ -64,41 +68,6 @@ class SqlInput(Input):
         self.cursor_position = len(self.value)
 
 
-def annotation(result) -> str:
-    """lockrace's own note after a result: outcome, time, wait and budget."""
-    took = seconds(result.elapsed_ns)
-    parts = []
-    if result.outcome == "ok":
-        parts.append(f"ok in {took}")
-    elif result.outcome == "skipped":
-        whose = f" locked by {', '.join(result.skipped_from)}" if result.skipped_from else ""
-        n = result.skipped_rows
-        parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
-    else:
-        words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
-                 "statement_timeout": "statement timeout"}
-        parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
-    if result.waited_ns or result.blocked_by:
-        who = ", ".join(result.blocked_by) or "another transaction"
-        parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
-    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused")):
-        parts.append(f"budget {budget_words(result.budget)}")
-    return "-- " + "; ".join(parts)
-
-
-OUTCOME_LINE_STYLES = {
-    "ok": "#5fd75f",
-    "skipped": "#00d7af",
-    "timed_out": "bold #ff5f5f",
-    "statement_timeout": "bold #ff5f5f",
-    "refused": "bold #d75fd7",
-    "deadlock": "bold #ff0000",
-    "cancelled": "#b2b2b2",
-    "error": "#ff8787",
-    "connection_lost": "bold #ff0000",
-}
-
-
 class SessionPanel(Vertical):
     """Panel for session ``name``; the app feeds it engine events."""
 
@@ -109,14 +78,29 @@ class SessionPanel(Vertical):
             self.sql = sql
 
     def __init__(self, name: str, **kwargs):
-        super().__init__(id=f"panel-{name}", classes="panel", **kwargs)
-        self.session = name
-        self.status = SessionStatus(name)
-        self.flavor = "postgres"
-        self.lines: list[str] = []  # plain transcript, for export
+        super().__init__(id=f"panel-{name}", classes="panel", **kwargs)  # the id names the slot, not the session
+        self.slot = name
+        self.session_log = SessionLog(name)
         self.border_title = f"Session {name}"
         self._shown: tuple = ()
         self._next_text: str | None = ""
+
+    @property
+    def session(self) -> str:
+        return self.session_log.name
+
+    @property
+    def status(self):
+        return self.session_log.status
+
+    @property
+    def flavor(self) -> str:
+        return self.session_log.flavor
+
+    @property
+    def lines(self) -> list[str]:
+        """The plain transcript, for export and tests."""
+        return self.session_log.lines
 
     def compose(self) -> ComposeResult:
         yield Static(self._badges(), classes="badges")
@@ -127,7 +111,7 @@ class SessionPanel(Vertical):
         yield log
         yield Static("", classes="next-step")
         yield SqlInput(placeholder=f"{self.name_hint()} type SQL, Enter runs it in {self.session}",
-                       classes="sql-input", id=f"input-{self.session}")
+                       classes="sql-input", id=f"input-{self.slot}")
 
     def name_hint(self) -> str:
         return f"{self.session}>"
@@ -171,45 +155,41 @@ class SessionPanel(Vertical):
 
     # ------------------------------------------------------------ content
     def reset(self, flavor: str, heading: str = "") -> None:
-        self.flavor = flavor
-        self.status = SessionStatus(self.session)
-        self._shown = ()
-        self.lines.clear()
-        self.transcript.clear()
+        """Show a fresh log of the same session."""
+        log = SessionLog(self.session, flavor)
         if heading:
-            self.write(heading, "dim italic")
-        self.show_next(None)
+            log.write(heading, "dim italic")
+        self.show(log)
+
+    def show(self, log: SessionLog) -> None:
+        """Show ``log``'s session in this panel: title, input hint, whole transcript, badges."""
+        self.session_log = log
+        self.border_title = f"Session {log.name}"
+        self.input.placeholder = f"{self.name_hint()} type SQL, Enter runs it in {log.name}"
+        self._shown = ()
+        self.transcript.clear()
+        for line, style in log.entries:
+            self._draw(line, style)
+        self.show_next(log.next_text)
         self.refresh_status()
 
-    def write(self, line: str, style: str = "", record: bool = True) -> None:
+    def _draw(self, line: str, style: str) -> None:
         shown = line
         stripped = line.lstrip(" ")
         if len(stripped) != len(line):  # keep psql's alignment: wrapping would drop leading spaces
             shown = "\u00a0" * (len(line) - len(stripped)) + stripped
         self.transcript.write(Text(shown, style=style))
-        if record:
-            self.lines.append(line)
+
+    def write(self, line: str, style: str = "") -> None:
+        self._draw(*self.session_log.write(line, style))
 
     def handle(self, event: Event) -> None:
-        self.status.apply(event)
-        if isinstance(event, StatementStarted):
-            first, *rest = event.sql.splitlines() or [""]
-            self.write(f"{self.session}> {first}", "bold")
-            for line in rest:
-                self.write(f"   {line}", "bold")
-        elif isinstance(event, StatementFinished):
-            res = event.result
-            error = bool(res.code) or (res.failed and bool(res.message))
-            for line in result_lines(res, self.flavor):
-                self.write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
-            for notice in res.notices:
-                self.write(notice, "italic #9e9e9e")
-            self.write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
-        elif isinstance(event, SessionState):
-            pass
+        for line, style in self.session_log.apply(event):
+            self._draw(line, style)
         self.refresh_status()
 
     def show_next(self, text: str | None) -> None:
+        self.session_log.next_text = text
         if text == self._next_text:
             return
         self._next_text = text

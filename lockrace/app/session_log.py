@@ -1,0 +1,84 @@
+"""One session's transcript and status, kept whether or not a panel shows it.
+
+An isolation spec may have more sessions than the four panels; the app keeps
+a ``SessionLog`` per session, feeds it every event of that session, and a
+panel showing the session draws from it (and redraws it in full when the
+user switches which sessions are shown).
+"""
+
+from __future__ import annotations
+
+from ..engine.events import Event, StatementFinished, StatementStarted
+from ..render.tables import result_lines
+from .status import SessionStatus, budget_words, seconds
+
+OUTCOME_LINE_STYLES = {
+    "ok": "#5fd75f",
+    "skipped": "#00d7af",
+    "timed_out": "bold #ff5f5f",
+    "statement_timeout": "bold #ff5f5f",
+    "refused": "bold #d75fd7",
+    "deadlock": "bold #ff0000",
+    "cancelled": "#b2b2b2",
+    "error": "#ff8787",
+    "connection_lost": "bold #ff0000",
+}
+
+
+def annotation(result) -> str:
+    """lockrace's own note after a result: outcome, time, wait and budget."""
+    took = seconds(result.elapsed_ns)
+    parts = []
+    if result.outcome == "ok":
+        parts.append(f"ok in {took}")
+    elif result.outcome == "skipped":
+        whose = f" locked by {', '.join(result.skipped_from)}" if result.skipped_from else ""
+        n = result.skipped_rows
+        parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
+    else:
+        words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
+                 "statement_timeout": "statement timeout"}
+        parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
+    if result.waited_ns or result.blocked_by:
+        who = ", ".join(result.blocked_by) or "another transaction"
+        parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
+    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused")):
+        parts.append(f"budget {budget_words(result.budget)}")
+    return "-- " + "; ".join(parts)
+
+
+class SessionLog:
+    def __init__(self, name: str, flavor: str = "postgres"):
+        self.name = name
+        self.flavor = flavor
+        self.status = SessionStatus(name)
+        self.entries: list[tuple[str, str]] = []  # (line, style)
+        self.next_text: str | None = None  # the next scenario step, when it is this session's
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line, _ in self.entries]
+
+    def write(self, line: str, style: str = "") -> tuple[str, str]:
+        entry = (line, style)
+        self.entries.append(entry)
+        return entry
+
+    def apply(self, event: Event) -> list[tuple[str, str]]:
+        """Take one of this session's events; returns the transcript lines it adds."""
+        self.status.apply(event)
+        start = len(self.entries)
+        if isinstance(event, StatementStarted):
+            first, *rest = event.sql.splitlines() or [""]
+            self.write(f"{self.name}> {first}", "bold")
+            for line in rest:
+                self.write(f"   {line}", "bold")
+        elif isinstance(event, StatementFinished):
+            res = event.result
+            error = bool(res.code) or (res.failed and bool(res.message))
+            for line in result_lines(res, self.flavor):
+                self.write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
+            for notice in res.notices:
+                self.write(notice, "italic #9e9e9e")
+            self.write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
+        return self.entries[start:]
