@@ -234,8 +234,9 @@ class LockraceApp(App[int]):
             self._sessions_line(text, player)
         if (scenario, text.plain) == self._bar_shown:
             return
-        # a new scenario may change the bar's height; progress updates do not
-        bar.update(text, layout=scenario != (self._bar_shown or (None,))[0] or not self._bar_shown)
+        # a new scenario may change the bar's height (so may a spec's hidden next step); progress updates do not
+        before = self._bar_shown[1].count("\n") if self._bar_shown else -1
+        bar.update(text, layout=scenario != (self._bar_shown or (None,))[0] or text.plain.count("\n") != before)
         self._bar_shown = (scenario, text.plain)
 
     def _spec_bar(self, text: Text, player: Player) -> None:
@@ -310,6 +311,7 @@ class LockraceApp(App[int]):
         heading = f"-- {self.server_label}"
         self.timeline_model.clear(names)
         self.timeline.update()
+        self.timeline.refresh(layout=True)  # the number of lanes sets its height
         self.transcript = [f"-- lockrace transcript: {base.title or base.name} on {self.server_label}"]
         self.recorder.clear(engine, self.flavor, base)
         self.logs = {}
@@ -459,8 +461,8 @@ class LockraceApp(App[int]):
         self.shown = list(names)
         for i, panel in enumerate(self._panel_list):
             if i < len(names):
-                panel.show(self.logs[names[i]])
                 panel.display = True
+                panel.show(self.logs[names[i]])
             else:
                 panel.display = False
         self._apply_width(self.size.width)
@@ -484,6 +486,9 @@ class LockraceApp(App[int]):
         if player.finished:
             met, bad = player.met()
             verdict = "every expectation met" if not bad else f"{bad} step(s) not as expected"
+            if player.is_spec:
+                verdict = (f"permutation {player.permutation + 1} of {player.permutations} stepped"
+                           + (f"; {bad} step(s) did not finish" if bad else ""))
             self.notify(f"{player.scenario.name} finished: {verdict}. Keep typing freely.",
                         severity="information" if not bad else "warning")
         return ran

@@ -168,10 +168,18 @@ class SessionPanel(Vertical):
         self.input.placeholder = f"{self.name_hint()} type SQL, Enter runs it in {log.name}"
         self._shown = ()
         self.transcript.clear()
-        for line, style in log.entries:
-            self._draw(line, style)
+        if log.entries:
+            # drawn once the panel has its size (it may just have been un-hidden): a RichLog wraps at write time
+            self.call_after_refresh(self._redraw, log)
         self.show_next(log.next_text)
         self.refresh_status()
+
+    def _redraw(self, log: SessionLog) -> None:
+        if log is not self.session_log:
+            return
+        self.transcript.clear()
+        for line, style in log.entries:
+            self._draw(line, style)
 
     def _draw(self, line: str, style: str) -> None:
         shown = line
