@@ -19,6 +19,7 @@ from app_helpers import badge, running_app, until
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 NOWAIT = SHARED / "peer" / "pg-isolation" / "specs" / "nowait.spec"
 SIX = Path(__file__).resolve().parent / "data" / "six-sessions.spec"
+MARIADB_DEADLOCK = Path(__file__).resolve().parent / "isolation" / "mariadb" / "specs" / "mariadb-deadlock.spec"
 
 
 def text(app, session: str) -> str:
@@ -50,6 +51,8 @@ async def test_nowait_spec_opened_by_path_in_the_second_permutation(pg_server):
         bar = str(app.query_one("#scenario-bar").render())
         assert "permutation 2/6: s1a s2a s1b s2b" in bar
         assert app.panels["s1"].has_class("has-next")  # s1a is next
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Choose permutation…" in titles and "Show sessions…" in titles and "Open scenario file…" in titles
 
         await pilot.press("f5")
         await until(pilot, lambda: player.position == 1 and not player.busy, what="first step")
@@ -112,3 +115,21 @@ async def test_six_sessions_switching_the_shown_four(pg_server):
         assert "UPDATE 1" in text(app, "s2")  # s2 ran while hidden
         assert "  1 | 101" in app.logs["s3"].lines  # s5's wait ended in its update, read by hidden s3
         assert app.timeline_model.lanes == ["s1", "s2", "s3", "s4", "s5", "s6"]
+
+
+async def test_mariadb_spec_steps_through_a_deadlock(mysql_server):
+    """A spec written for the MySQL family (``# engines: mysql``) steps the same way on MariaDB."""
+    spec = read_spec(MARIADB_DEADLOCK)
+    async with running_app(engine="mysql", targets={"mysql": mysql_server}, scenario=spec) as (app, pilot):
+        player = app.player
+        assert "MariaDB" in app.sub_title and list(app.panels) == ["s1", "s2"]
+        for _ in range(3):  # s1a s2a s1b: s1b waits for s2's row
+            await pilot.press("f5")
+            await until(pilot, lambda: not player.busy, what="a step")
+        assert badge(app, "s1").startswith("BLOCKED by s2")
+        await pilot.press("f6")
+        await until(pilot, lambda: player.finished, timeout=30, what="the permutation's end")
+        outcomes = {r.step.name: r.result.outcome for r in player.records}
+        assert outcomes["s2b"] == "deadlock" and outcomes["s1b"] == "ok"
+        assert "ERROR 1213 (40001)" in text(app, "s2")
+        assert player.records[2].result.blocked_by == ("s2",)
