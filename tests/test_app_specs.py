@@ -133,3 +133,19 @@ async def test_mariadb_spec_steps_through_a_deadlock(mysql_server):
         assert outcomes["s2b"] == "deadlock" and outcomes["s1b"] == "ok"
         assert "ERROR 1213 (40001)" in text(app, "s2")
         assert player.records[2].result.blocked_by == ("s2",)
+
+
+async def test_star_marked_step_is_not_waited_for(pg_server):
+    """``locktbl(*)``: the spec says the step waits, so the app launches it and moves on;
+    the 10 ms lock_timeout then refuses it and the permutation ends."""
+    spec = read_spec(SHARED / "peer" / "pg-isolation" / "specs" / "timeouts.spec")
+    async with running_app(targets={"postgres": pg_server}, scenario=spec) as (app, pilot):
+        player = app.player
+        assert player.order == ["rdtbl", "sto", "locktbl"]
+        assert "locktbl(*)" in str(app.query_one("#scenario-bar").render())
+        await pilot.press("f6")
+        await until(pilot, lambda: player.finished, timeout=30, what="the permutation's end")
+        last = player.records[-1]
+        assert last.step.name == "locktbl" and last.problem == ""
+        assert last.result.outcome == "statement_timeout"  # permutation 1 sets statement_timeout = '10ms'
+        assert "canceling statement due to statement timeout" in text(app, "s2")
