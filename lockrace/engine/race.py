@@ -32,7 +32,7 @@ Listener = Callable[[Event], None]
 # Statements after which the wait budgets are read back from the server.
 _BUDGET_TOUCHING = re.compile(r"\b(SET|RESET|COMMIT|ROLLBACK|ABORT|END|BEGIN|START|DISCARD)\b", re.IGNORECASE)
 
-POLL_BLOCKED_S = 0.025  # while every running statement is already blocked
+POLL_BLOCKED_S = 0.1  # while every running statement is already blocked (blocker changes)
 # While some running statement is not yet known to be blocked the monitor asks
 # as often as the server allows (MonitorConnection.poll_interval).
 
@@ -347,9 +347,9 @@ class Race:
     async def _watch(self) -> None:
         failures = 0
         while True:
+            self._wake.clear()  # a submit from here on wakes the next wait at once
             running = [s for s in self.sessions.values() if s.running is not None]
             if not running:
-                self._wake.clear()
                 await self._wake.wait()
                 continue
             try:
@@ -366,8 +366,13 @@ class Race:
                 await asyncio.sleep(min(0.5, 0.02 * failures))
                 continue
             all_blocked = all(s.running is not None and s.running.blocked_since is not None for s in running)
-            interval = self.monitor.poll_interval if self.monitor else POLL_BLOCKED_S
-            await asyncio.sleep(max(interval, POLL_BLOCKED_S) if all_blocked else interval)
+            if all_blocked:
+                # Nothing new to learn quickly: a finish arrives as the statement's
+                # own answer, and a new statement wakes this wait at once.
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), POLL_BLOCKED_S)
+            else:
+                await asyncio.sleep(self.monitor.poll_interval if self.monitor else POLL_BLOCKED_S)
 
     async def wait_blocked_or_done(self, stmt: RunningStatement, timeout: float) -> bool:
         """True once the server reports ``stmt`` blocked or it finished."""
