@@ -21,6 +21,7 @@ from ..engine.events import (
     StatementStarted,
     StatementUnblocked,
 )
+from ..render.transcript import OUTCOME_WORDS
 
 # badge key -> (label, style); the label may be extended with details
 STYLES = {
@@ -41,17 +42,6 @@ STYLES = {
     "connecting": "bold #101010 on #8a8a8a",
 }
 
-OUTCOME_KEYS = {
-    "timed_out": "timed out",
-    "statement_timeout": "statement timeout",
-    "refused": "refused",
-    "skipped": "skipped",
-    "deadlock": "deadlock victim",
-    "cancelled": "cancelled",
-    "error": "error",
-    "connection_lost": "connection lost",
-    "ok": "ok",
-}
 
 STATE_HELP = [
     ("idle", "no transaction open; each statement commits on its own (autocommit)"),
@@ -154,7 +144,7 @@ class SessionStatus:
         res = self.last
         if res is None:
             return None
-        key = OUTCOME_KEYS.get(res.outcome, res.outcome)
+        key = OUTCOME_WORDS.get(res.outcome, res.outcome)
         if res.outcome == "ok":
             return None
         if res.outcome == "skipped":

@@ -22,6 +22,7 @@ from ..engine.events import (
     StatementFinished,
     StatementStarted,
 )
+from ..render.transcript import OUTCOME_WORDS
 from .status import seconds
 
 HORIZON_NS = 60_000_000_000  # finished bars older than this (before the latest activity) scroll away
@@ -39,17 +40,6 @@ BAR_STYLES = {
     "cancelled": "#b2b2b2",
     "error": "#ff8787",
     "connection_lost": "#af0000",
-}
-OUTCOME_WORDS = {
-    "ok": "ok",
-    "timed_out": "timed out",
-    "statement_timeout": "statement timeout",
-    "refused": "refused",
-    "skipped": "skipped",
-    "deadlock": "deadlock victim",
-    "cancelled": "cancelled",
-    "error": "error",
-    "connection_lost": "connection lost",
 }
 
 

@@ -19,6 +19,7 @@ from ..engine.runner import Entry, RunReport
 from .tables import result_lines
 
 OUTCOME_WORDS = {
+    "ok": "ok",
     "timed_out": "timed out",
     "refused": "refused",
     "skipped": "skipped",
