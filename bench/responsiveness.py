@@ -102,7 +102,7 @@ def main() -> int:
     ap.add_argument("--profile", metavar="FILE", help="run the app under cProfile, writing stats to FILE")
     ap.add_argument("--poll-blocked", type=float, metavar="SECONDS",
                     help="experiment: the engine's monitor poll interval while every statement is blocked "
-                         "(lockrace.engine.race.POLL_BLOCKED_S, 0.025 by default)")
+                         "(lockrace.engine.race.POLL_BLOCKED_S, 0.1 by default)")
     ap.add_argument("--size", default=f"{COLS}x{ROWS}", help=f"terminal size COLSxROWS (default {COLS}x{ROWS}; "
                     "from 170 columns the panels stand side by side)")
     args = ap.parse_args()

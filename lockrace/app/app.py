@@ -42,9 +42,10 @@ from .spec_screens import PermutationPicker, SessionChooser
 from .timeline import Timeline, TimelineModel
 
 SESSION_NAMES = ("A", "B", "C", "D")  # free-form sessions, and the ids of the four panel slots
-TICK_S = 0.1  # redraw interval while a statement is young (the first FAST_FOR_S of it)
-SLOW_TICK_S = 0.25  # afterwards: a long wait changes slowly, and every frame costs CPU
-FAST_FOR_S = 3.0
+# Redraw interval by the age of the youngest running statement: what a frame
+# shows changes slowly during a long wait, and every frame costs CPU (each is
+# ~6-10 ms of Textual rendering on a small machine).
+REDRAW_BY_AGE = ((2.0, 0.2), (10.0, 0.5), (float("inf"), 1.0))  # (younger than s, redraw every s)
 WIDE_COLUMNS = 170  # at or above this width the four panels stand side by side
 
 FREE_FORM_SETUP = [
@@ -385,8 +386,8 @@ class LockraceApp(App[int]):
         """
         while True:
             youngest = self.timeline_model.youngest_start()
-            fresh = youngest is not None and time.perf_counter_ns() - youngest < FAST_FOR_S * 1e9
-            await asyncio.sleep(TICK_S if fresh else SLOW_TICK_S)
+            age = (time.perf_counter_ns() - youngest) / 1e9 if youngest is not None else float("inf")
+            await asyncio.sleep(next(every for younger, every in REDRAW_BY_AGE if age < younger))
             try:
                 self._tick()
             except Exception:  # a widget gone while closing: stop redrawing
