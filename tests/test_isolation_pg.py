@@ -9,7 +9,6 @@ small specs of our own.
 
 from __future__ import annotations
 
-import os
 from argparse import Namespace
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from isolation_helpers import UPSTREAM, matches, peer_dir, run_to_bytes, specs_i
 from lockrace.scenario.spec_format import parse_spec
 
 PEER_SPECS = ["deadlock-simple", "nowait", "skip-locked-3", "skip-locked", "timeouts", "tuplelock-conflict"]
-SLOW_UPSTREAM = {"deadlock-soft-2", "multiple-row-versions"}
-SLOW = os.environ.get("LOCKRACE_SLOW_TESTS", "") not in ("", "0")
 
 
 def test_shared_folder_has_the_six_specs():
@@ -38,8 +35,6 @@ async def test_peer_spec_output_is_byte_identical(pg_backend, name):
 
 @pytest.mark.parametrize("spec", specs_in(UPSTREAM), ids=lambda p: p.stem)
 async def test_extra_upstream_spec_is_byte_identical(pg_backend, spec: Path):
-    if spec.stem in SLOW_UPSTREAM and not SLOW:
-        pytest.skip("slow (set LOCKRACE_SLOW_TESTS=1)")
     output, completed = await run_to_bytes(spec, pg_backend)
     ok, expected = matches(output, UPSTREAM / "expected", spec.stem)
     assert completed
