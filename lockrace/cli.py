@@ -97,8 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # SIGTERM behaves like Ctrl-C: cancel statements, roll back, stop servers.
+    # SIGTERM and SIGHUP (the terminal closed) behave like Ctrl-C: cancel
+    # statements, roll back, stop servers.
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGHUP, _raise_interrupt)
     try:
         if args.command == "list":
             return cmd_list(args)

@@ -10,6 +10,7 @@ starts only copy it.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import ctypes
 import os
 import pwd
@@ -62,6 +63,54 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
         pass
 
 
+_launcher: concurrent.futures.ThreadPoolExecutor | None = None
+_launcher_lock = threading.Lock()
+
+
+def _launch(fn):
+    """Run ``fn`` (a Popen) on one thread that lives as long as lockrace.
+
+    The server is tied to lockrace's life with PR_SET_PDEATHSIG, which fires
+    when the *thread* that forked it exits: forking from short-lived worker
+    threads would stop the server early, so every server is forked from this
+    one thread, whichever thread asked.  If lockrace is killed outright the
+    server gets SIGTERM and shuts down; its directory is swept at the next
+    start (sweep_stale).
+    """
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None:
+            _launcher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lockrace-launcher")
+    return _launcher.submit(fn).result()
+
+
+def _pid_alive(pid_file: Path) -> bool:
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, 0)
+        return True
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def sweep_stale(kind: str, min_age_s: float = 60.0) -> None:
+    """Remove temp dirs of earlier private servers whose process is gone
+    (lockrace killed with SIGKILL, a machine crash).  A dir younger than a
+    minute may belong to a server that is still starting, and is left alone.
+    """
+    now = time.time()
+    for path in Path(tempfile.gettempdir()).glob(f"lockrace-{kind}-*"):
+        try:
+            if not path.is_dir() or now - path.stat().st_mtime < min_age_s:
+                continue
+        except OSError:
+            continue
+        pid_files = [path / "data" / "postmaster.pid", path / "mysqld.pid"]
+        if any(_pid_alive(f) for f in pid_files if f.exists()):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class PrivateServer:
     """A server process lockrace owns: started in a temp dir, stopped on exit."""
 
@@ -82,26 +131,13 @@ class PrivateServer:
         raise NotImplementedError
 
     def start(self, timeout: float = 30.0) -> None:
+        sweep_stale(self.kind)
         self.dir = Path(tempfile.mkdtemp(prefix=f"lockrace-{self.kind}-"))
         try:
             argv = self._prepare(self.dir)
             chown_tree(self.dir, self.user)
             self.log_path = self.dir / "server.log"
-            log = open(self.log_path, "ab")
-            # Tie the server's life to ours only when started from the main
-            # thread: PR_SET_PDEATHSIG fires when the *thread* that forked exits.
-            main = threading.current_thread() is threading.main_thread()
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                user=self.user.pw_uid if self.user else None,
-                group=self.user.pw_gid if self.user else None,
-                preexec_fn=_die_with_parent if main else None,
-                start_new_session=True,  # a Ctrl-C in the terminal reaches lockrace, not the server
-            )
-            log.close()
+            self.proc = self._spawn(argv)
             _live.append(self)
             deadline = time.monotonic() + timeout
             while not self._ready():
@@ -156,15 +192,7 @@ class PrivateServer:
         assert self.dir is not None, "restart needs the data directory of an earlier start"
         if self.running:
             self.kill()
-        argv = self._argv(self.dir)
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            user=self.user.pw_uid if self.user else None,
-            group=self.user.pw_gid if self.user else None,
-            start_new_session=True,
-        )
-        log.close()
+        self.proc = self._spawn(self._argv(self.dir))
         if self not in _live:
             _live.append(self)
         deadline = time.monotonic() + 30
@@ -175,6 +203,25 @@ class PrivateServer:
 
     def _argv(self, workdir: Path) -> list[str]:
         raise NotImplementedError
+
+    def _spawn(self, argv: list[str]) -> subprocess.Popen:
+        """Start the server process from the launcher thread (see _launch)."""
+        assert self.log_path is not None
+
+        def launch() -> subprocess.Popen:
+            with open(self.log_path, "ab") as log:
+                return subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    user=self.user.pw_uid if self.user else None,
+                    group=self.user.pw_gid if self.user else None,
+                    preexec_fn=_die_with_parent,
+                    start_new_session=True,  # a Ctrl-C in the terminal reaches lockrace, not the server
+                )
+
+        return _launch(launch)
 
 
 def template_lock(path: Path):
