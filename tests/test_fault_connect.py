@@ -285,6 +285,8 @@ _SHAPES = [
 @given(_PASSWORDS, st.sampled_from(range(len(_SHAPES))))
 def test_redact_hides_any_password(password, shape):
     dsn = _SHAPES[shape](password)
+    # only passwords that cannot be found in the rest of the text (e.g. not "mysql:")
+    assume(password not in _SHAPES[shape]("\x00") and quote(password, safe="") not in _SHAPES[shape]("\x00"))
     if shape == 1:
         assume("/" not in password and "?" not in password and "#" not in password)
     if shape == 3:
@@ -297,6 +299,10 @@ def test_redact_hides_any_password(password, shape):
 @given(_PASSWORDS)
 def test_dsn_errors_never_carry_the_password(password):
     """The DSN-parsing errors (no server involved) print the DSN redacted."""
+    assume(all(password not in text for text in ("host=db.example password='", "mysql://root:@db.example:3306",
+                                                  " is a MySQL DSN; give it with --mysql", "not a PostgreSQL DSN: ",
+                                                  " (try postgresql://user@host:5432/dbname)", "notaport",
+                                                  "not a MySQL DSN: ", " (try mysql://root@127.0.0.1:3306)")))
     for dsn in (f"host=db.example password='{password}", f"mysql://root:{password}@db.example:3306"):
         try:
             pg_target(dsn)
