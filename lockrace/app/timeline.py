@@ -113,10 +113,17 @@ class TimelineModel:
         elif isinstance(event, StatementFinished):
             bar = self._open.pop(event.stmt_id, None)
             if bar is not None:
-                bar.end_ns = event.t_ns
-                if bar.blocked_since is not None and bar.blocked_until is None:
-                    bar.blocked_until = event.t_ns
                 res = event.result
+                bar.end_ns = event.t_ns
+                if res.started_ns:
+                    # the driver call's own times, not when the loop got round to the answer
+                    bar.start_ns = res.started_ns
+                    bar.end_ns = res.started_ns + res.elapsed_ns
+                if bar.blocked_since is not None and bar.blocked_until is None:
+                    bar.blocked_until = bar.end_ns
+                if res.waited_ns and res.started_ns:
+                    bar.blocked_since = max(bar.start_ns, bar.end_ns - res.waited_ns)
+                    bar.blocked_until = bar.end_ns
                 bar.outcome = res.outcome
                 bar.skipped = res.skipped_rows
                 bar.skipped_from = res.skipped_from

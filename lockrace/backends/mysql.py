@@ -99,12 +99,12 @@ class MySQLSession(SessionConnection):
                 outcome = "connection_lost"
             return StatementResult(
                 outcome, code=str(errno) if errno is not None else "", message=message,
-                sqlstate=getattr(exc, "sqlstate", "HY000"), elapsed_ns=t1 - t0, result_sets=sets,
+                sqlstate=getattr(exc, "sqlstate", "HY000"), elapsed_ns=t1 - t0, started_ns=t0, result_sets=sets,
             )
         except (OSError, EOFError) as exc:  # the socket went away under PyMySQL
             t1 = perf_counter_ns()
             self._closed = True
-            return StatementResult("connection_lost", message=str(exc) or "connection lost", elapsed_ns=t1 - t0)
+            return StatementResult("connection_lost", message=str(exc) or "connection lost", elapsed_ns=t1 - t0, started_ns=t0)
         finally:
             try:
                 cur.close()
@@ -112,6 +112,7 @@ class MySQLSession(SessionConnection):
                 pass
         last = sets[-1]
         last.elapsed_ns = t1 - t0
+        last.started_ns = t0
         last.result_sets = sets
         return last
 

@@ -1,4 +1,5 @@
-"""PostgreSQL through psycopg 3's AsyncConnection (stays on the caller's loop).
+"""PostgreSQL through psycopg 3: sessions on worker threads (timed there), the
+monitor and setup connections as AsyncConnections on the caller's loop.
 
 Values are read as the server's own text (``pgresult.get_value``), so a
 transcript shows exactly what psql or isolationtester would show.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 from time import perf_counter_ns
 
+import anyio.to_thread
 import psycopg
 from psycopg import pq, sql as pgsql
 
@@ -67,7 +69,13 @@ def _text_rows(cur) -> tuple[list[str], list[tuple]]:
 
 
 class PostgresSession(SessionConnection):
-    def __init__(self, conn: psycopg.AsyncConnection, name: str):
+    """One session's connection.  Statements run on a worker thread with a
+    plain (blocking) psycopg connection, timed around the driver call inside
+    that thread: a statement's elapsed time is then the server's answer time,
+    never stretched by the event loop being busy (the app's screen redraws
+    can hold the loop for tens of ms)."""
+
+    def __init__(self, conn: psycopg.Connection, name: str):
         self.conn = conn
         self.name = name
         self.ident = conn.info.backend_pid
@@ -82,12 +90,15 @@ class PostgresSession(SessionConnection):
         return self.conn.closed or self.conn.broken
 
     async def execute(self, sql: str) -> StatementResult:
+        return await anyio.to_thread.run_sync(self._execute, sql)
+
+    def _execute(self, sql: str) -> StatementResult:
         self.notices = []
         cur = self.conn.cursor()
         sets: list[StatementResult] = []
         t0 = perf_counter_ns()
         try:
-            await cur.execute(sql.encode("utf-8"))
+            cur.execute(sql.encode("utf-8"))
             t1 = perf_counter_ns()
             while True:
                 columns, rows = _text_rows(cur)
@@ -104,20 +115,20 @@ class PostgresSession(SessionConnection):
             text = str(exc).strip()
             message = diag.message_primary or (text.splitlines()[0] if text else type(exc).__name__)
             closed = self.closed or isinstance(exc, psycopg.OperationalError) and sqlstate is None
-            result = StatementResult(
+            return StatementResult(
                 classify_postgres(sqlstate, message, sql, connection_closed=closed),
                 code=sqlstate or "", message=message, detail=diag.message_detail or "",
-                severity=diag.severity_nonlocalized or diag.severity or "ERROR", elapsed_ns=t1 - t0,
+                severity=diag.severity_nonlocalized or diag.severity or "ERROR", elapsed_ns=t1 - t0, started_ns=t0,
                 notices=list(self.notices), result_sets=sets,
             )
-            return result
         finally:
             try:
-                await cur.close()
+                cur.close()
             except psycopg.Error:
                 pass
         last = sets[-1]
         last.elapsed_ns = t1 - t0
+        last.started_ns = t0
         last.notices = list(self.notices)
         last.result_sets = sets
         return last
@@ -132,24 +143,30 @@ class PostgresSession(SessionConnection):
             return "in transaction"
         return "idle"
 
-    async def budgets(self) -> tuple[Budget, ...]:
-        if self.closed or self.conn.info.transaction_status == pq.TransactionStatus.INERROR:
-            return ()
+    def _budgets(self) -> tuple[Budget, ...]:
         cur = self.conn.cursor()
         try:
             # current_setting() costs ~0.1 ms where the pg_settings view costs ~1.3 ms
             # (it builds every GUC): this runs after every SET, COMMIT and error.
-            await cur.execute(_BUDGETS_SQL)
-            row = await cur.fetchone()
+            cur.execute(_BUDGETS_SQL)
+            row = cur.fetchone()
         except psycopg.Error:
             return ()
         return tuple(Budget(g, _guc_ms(text)) for g, text in zip(_BUDGET_GUCS, row or ()))
 
+    async def budgets(self) -> tuple[Budget, ...]:
+        if self.closed or self.conn.info.transaction_status == pq.TransactionStatus.INERROR:
+            return ()
+        return await anyio.to_thread.run_sync(self._budgets)
+
     async def close(self) -> None:
-        try:
-            await self.conn.close()
-        except psycopg.Error:
-            pass
+        def close():
+            try:
+                self.conn.close()
+            except psycopg.Error:
+                pass
+
+        await anyio.to_thread.run_sync(close)
 
 
 class PostgresMonitor(MonitorConnection):
@@ -273,8 +290,22 @@ class PostgresBackend(Backend):
             await conn.close()
         return self
 
+    def _connect_blocking(self, app: str) -> psycopg.Connection:
+        try:
+            conn = psycopg.Connection.connect(
+                self.target.conninfo, autocommit=True, application_name=f"lockrace {app}"[:63],
+                connect_timeout=5, options=f"-c search_path={self.sandbox}",
+            )
+        except (psycopg.Error, OSError) as exc:
+            raise _connect_error(exc, self.target) from None
+        try:
+            conn.execute("SET lc_messages = 'C'")
+        except psycopg.Error:
+            pass  # not a superuser: messages stay in the server's language
+        return conn
+
     async def connect_session(self, name: str) -> PostgresSession:
-        return PostgresSession(await self._connect(name), name)
+        return PostgresSession(await anyio.to_thread.run_sync(self._connect_blocking, name), name)
 
     async def connect_monitor(self) -> PostgresMonitor:
         conn = await self._connect("monitor")

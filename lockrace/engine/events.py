@@ -61,6 +61,7 @@ class StatementResult:
     detail: str = ""
     severity: str = ""  # PG: ERROR / FATAL
     elapsed_ns: int = 0
+    started_ns: int = 0  # perf_counter_ns() just before the driver call (0: unknown)
     waited_ns: int = 0  # time the server reported the statement blocked
     blocked_by: tuple[str, ...] = ()  # sessions that blocked it (last report)
     lock: LockInfo | None = None

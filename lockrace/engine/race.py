@@ -192,7 +192,8 @@ class Race:
             raise
         except Exception as exc:  # a driver failure we did not foresee: report, don't crash
             result = StatementResult("error", message=f"{type(exc).__name__}: {exc}")
-        end = perf_counter_ns()
+        # the answer's own time, not when this coroutine got the loop back
+        end = result.started_ns + result.elapsed_ns if result.started_ns else perf_counter_ns()
         if stmt.blocked_since is not None:
             stmt.waited_ns += end - stmt.blocked_since
             stmt.blocked_since = None
