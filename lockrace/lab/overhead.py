@@ -29,7 +29,7 @@ BOUNDED_SLACK_MS = 2.0  # target: bounded wait median <= budget + 2 ms (102 ms f
 WAYS = ("raw", "raw_async", "engine", "engine_wall")
 WAY_LABELS = {
     "raw": "raw driver",
-    "raw_async": "raw driver, async (as the engine)",
+    "raw_async": "raw driver, AsyncConnection",
     "engine": "engine (elapsed_ns)",
     "engine_wall": "engine (Race.run, caller's wall)",
 }
