@@ -80,3 +80,27 @@ async def make_race():
     yield factory
     for race in races:
         await race.close()
+
+
+@pytest.fixture(scope="module", params=["postgres", "mysql"])
+async def own_server_module(request):
+    """A private server of the test module's own, which its tests may kill and
+    restart (never the session-wide one)."""
+    import asyncio
+
+    factory = pg_target if request.param == "postgres" else mysql_target
+    target = await asyncio.to_thread(factory, None)
+    try:
+        yield target
+    finally:
+        await asyncio.to_thread(target.stop)
+
+
+@pytest.fixture
+async def own_server(own_server_module):
+    """That server, running (a test that failed half-way may have left it dead)."""
+    import asyncio
+
+    if not own_server_module.server.running:
+        await asyncio.to_thread(own_server_module.server.restart)
+    return own_server_module

@@ -24,7 +24,6 @@ from faults.cli import blocking_scenario, lockrace_env, processes_mentioning, se
 from faults.server_view import mysql_connect, pg_connect, wait_until_gone
 
 from lockrace.app.app import LockraceApp
-from lockrace.servers.target import mysql_target, pg_target
 
 SIZE = (160, 48)
 
@@ -88,24 +87,6 @@ async def test_bad_sql_in_a_panel_mariadb(mysql_server):
 
 
 # ------------------------------------------------------------------ 2. server dies
-
-
-@pytest.fixture(scope="module", params=["postgres", "mysql"])
-async def own_server_module(request):
-    """A private server of this module's own: killed and restarted here, never the shared one."""
-    factory = pg_target if request.param == "postgres" else mysql_target
-    target = await asyncio.to_thread(factory, None)
-    try:
-        yield target
-    finally:
-        await asyncio.to_thread(target.stop)
-
-
-@pytest.fixture
-async def own_server(own_server_module):
-    if not own_server_module.server.running:  # a test that failed half-way may have left it dead
-        await asyncio.to_thread(own_server_module.server.restart)
-    return own_server_module
 
 
 async def test_server_dies_every_panel_shows_it_and_reset_reconnects(own_server):

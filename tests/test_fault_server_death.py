@@ -16,26 +16,6 @@ import pytest
 from lockrace.backends import open_backend
 from lockrace.engine.events import ServerNote, SessionState, StatementFinished
 from lockrace.engine.race import Race
-from lockrace.servers.target import mysql_target, pg_target
-
-
-@pytest.fixture(scope="module", params=["postgres", "mysql"])
-async def private_server(request):
-    """A private server of this module's own (the tests kill it; never the session-wide one)."""
-    factory = pg_target if request.param == "postgres" else mysql_target
-    target = await asyncio.to_thread(factory, None)
-    try:
-        yield target
-    finally:
-        await asyncio.to_thread(target.stop)
-
-
-@pytest.fixture
-async def private_target(private_server):
-    """That server, running (a test that failed half-way may have left it dead)."""
-    if not private_server.server.running:
-        await asyncio.to_thread(private_server.server.restart)
-    return private_server
 
 
 LOCK_ROW = "SELECT id FROM accounts WHERE id = 1 FOR UPDATE"
@@ -50,8 +30,8 @@ async def fresh_table(backend) -> None:
     await backend.run_admin(SETUP)
 
 
-async def test_server_killed_while_b_is_blocked(private_target):
-    backend = await open_backend(private_target)
+async def test_server_killed_while_b_is_blocked(own_server):
+    backend = await open_backend(own_server)
     await fresh_table(backend)
     race = await Race(backend, ("A", "B", "C")).open()
     events = []
@@ -63,7 +43,7 @@ async def test_server_killed_while_b_is_blocked(private_target):
         assert await race.wait_blocked_or_done(b, 10)
         assert b.blockers == ("A",) and not b.done.is_set()
 
-        await asyncio.to_thread(private_target.server.kill)
+        await asyncio.to_thread(own_server.server.kill)
 
         # B's statement ends, classified as a lost connection, not an exception
         await asyncio.wait_for(b.done.wait(), 15)
@@ -93,7 +73,7 @@ async def test_server_killed_while_b_is_blocked(private_target):
         # the monitor's failure is reported once as a note, the watcher keeps going
         assert race._watcher is not None and not race._watcher.done()
 
-        await asyncio.to_thread(private_target.server.restart)
+        await asyncio.to_thread(own_server.server.restart)
         await asyncio.wait_for(race.reconnect(), 20)
         assert any(isinstance(e, ServerNote) and e.text.startswith("reconnected to") for e in events)
         assert set(race.sessions) == {"A", "B", "C"}
@@ -116,7 +96,7 @@ async def test_server_killed_while_b_is_blocked(private_target):
         await asyncio.wait_for(race.close(), 20)
 
 
-async def test_server_stopped_cleanly_mid_race(private_target):
+async def test_server_stopped_cleanly_mid_race(own_server):
     """A clean shutdown (PG fast shutdown / mariadbd SIGTERM) while B waits.
 
     The server decides the order in which it ends connections: MariaDB may end
@@ -125,7 +105,7 @@ async def test_server_stopped_cleanly_mid_race(private_target):
     ``connection_lost`` -- never an exception -- and A's uncommitted update
     is rolled back by the server.
     """
-    backend = await open_backend(private_target)
+    backend = await open_backend(own_server)
     await fresh_table(backend)
     race = await Race(backend, ("A", "B")).open()
     try:
@@ -133,7 +113,7 @@ async def test_server_stopped_cleanly_mid_race(private_target):
         assert (await race.run("A", "UPDATE accounts SET balance = 500 WHERE id = 1")).outcome == "ok"
         b = race.submit("B", "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
         assert await race.wait_blocked_or_done(b, 10)
-        server = private_target.server
+        server = own_server.server
         # stop the process but keep its data directory, so that it can restart
         await asyncio.to_thread(lambda: (server.proc.send_signal(server.stop_signal), server.proc.wait(20)))
         await asyncio.wait_for(b.done.wait(), 15)
@@ -166,17 +146,17 @@ async def test_one_backend_killed_leaves_the_others_alone(engine, backend, make_
         assert (await race.run(name, "SELECT 2")).rows == [("2",)]
 
 
-async def test_reconnect_while_the_server_is_still_down(private_target):
+async def test_reconnect_while_the_server_is_still_down(own_server):
     """Reconnecting too early fails with one clear error and leaves the race as it
     was (every session there, closed, answering connection_lost); a later
     reconnect, once the server is back, works."""
     from lockrace.backends import ConnectError
 
-    backend = await open_backend(private_target)
+    backend = await open_backend(own_server)
     await fresh_table(backend)
     race = await Race(backend, ("A", "B")).open()
     try:
-        await asyncio.to_thread(private_target.server.kill)
+        await asyncio.to_thread(own_server.server.kill)
         assert (await asyncio.wait_for(race.run("A", "SELECT 1"), 15)).outcome == "connection_lost"
         with pytest.raises(ConnectError) as err:
             await asyncio.wait_for(race.reconnect(), 15)
@@ -187,7 +167,7 @@ async def test_reconnect_while_the_server_is_still_down(private_target):
             assert res.outcome == "connection_lost", (name, res)
             assert race.sessions[name].txn == "closed"
         await race.cancel("A")  # nothing running: no error either
-        await asyncio.to_thread(private_target.server.restart)
+        await asyncio.to_thread(own_server.server.restart)
         await asyncio.wait_for(race.reconnect(), 20)
         await fresh_table(backend)
         assert (await race.run("B", "SELECT count(*) FROM accounts")).rows == [("1",)]
@@ -195,16 +175,16 @@ async def test_reconnect_while_the_server_is_still_down(private_target):
         await asyncio.wait_for(race.close(), 20)
 
 
-async def test_close_right_after_the_server_died(private_target):
+async def test_close_right_after_the_server_died(own_server):
     """Quitting with a dead server: close() returns promptly and raises nothing."""
-    backend = await open_backend(private_target)
+    backend = await open_backend(own_server)
     await fresh_table(backend)
     race = await Race(backend, ("A", "B", "C")).open()
     await race.run("A", "BEGIN")
     await race.run("A", LOCK_ROW)
     b = race.submit("B", "UPDATE accounts SET balance = 0 WHERE id = 1")
     assert await race.wait_blocked_or_done(b, 10)
-    await asyncio.to_thread(private_target.server.kill)
+    await asyncio.to_thread(own_server.server.kill)
     t0 = asyncio.get_running_loop().time()
     await asyncio.wait_for(race.close(), 10)
     assert asyncio.get_running_loop().time() - t0 < 3

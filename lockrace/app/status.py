@@ -21,7 +21,7 @@ from ..engine.events import (
     StatementStarted,
     StatementUnblocked,
 )
-from ..render.transcript import OUTCOME_WORDS
+from ..render.transcript import OUTCOME_WORDS, budget_amount
 
 # badge key -> (label, style); the label may be extended with details
 STYLES = {
@@ -70,10 +70,8 @@ def seconds(ns: float) -> str:
 def budget_words(budget: Budget | None) -> str:
     if budget is None:
         return ""
-    if budget.ms == 0:
-        return budget.name
-    amount = f"{budget.ms:g} ms" if budget.ms < 1000 else f"{budget.ms / 1000:g} s"
-    return f"{amount} {budget.name}"
+    amount = budget_amount(budget)
+    return f"{amount} {budget.name}" if amount else budget.name
 
 
 @dataclass

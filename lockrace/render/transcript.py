@@ -36,13 +36,18 @@ def ms(ns: int) -> str:
     return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
 
 
+def budget_amount(budget) -> str:
+    """'100 ms', '1 s'; empty for no budget or a zero one (NOWAIT)."""
+    if budget is None or budget.ms == 0:
+        return ""
+    return f"{budget.ms:g} ms" if budget.ms < 1000 else f"{budget.ms / 1000:g} s"
+
+
 def budget_text(budget) -> str:
     if budget is None:
         return ""
-    if budget.ms == 0:
-        return budget.name
-    amount = f"{budget.ms:g} ms" if budget.ms < 1000 else f"{budget.ms / 1000:g} s"
-    return f"{budget.name} {amount}"
+    amount = budget_amount(budget)
+    return f"{budget.name} {amount}" if amount else budget.name
 
 
 def entry_lines(entry: Entry, flavor: str) -> list[str]:
