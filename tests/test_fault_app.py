@@ -117,6 +117,29 @@ async def test_server_dies_every_panel_shows_it_and_reset_reconnects(own_server)
         await quit_app(app, pilot)
 
 
+async def test_reset_restarts_a_private_server_that_died(own_server):
+    """F4 after lockrace's own server died brings the server back itself."""
+    engine = own_server.engine
+    app = LockraceApp(engine=engine, targets={engine: own_server})
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        await enter(pilot, app, "A", "SELECT 1;")
+        await finished(pilot, app, "A", 1)
+        await asyncio.to_thread(own_server.server.kill)
+        assert not own_server.server.running
+        await enter(pilot, app, "A", "SELECT 2;")
+        await until(pilot, lambda: badge(app, "A") == "connection lost", timeout=15, what="A's lost connection")
+        await pilot.press("f4")  # nobody restarted the server: Reset does
+        await until(pilot, lambda: app.race is not None and app.ready.is_set()
+                    and all(p.status.transaction().label == "idle" for p in app.panels.values()),
+                    timeout=30, what="sessions back after Reset")
+        assert own_server.server.running
+        await enter(pilot, app, "B", "SELECT balance FROM accounts WHERE id = 1;")
+        await finished(pilot, app, "B", 1)
+        assert app.panels["B"].status.last.outcome == "ok"
+        await quit_app(app, pilot)
+
+
 # ------------------------------------------------------------------ 3. quit while blocked
 
 

@@ -42,6 +42,10 @@ class ServerPool:
         lock = self._locks.setdefault(engine, asyncio.Lock())
         async with lock:
             if engine in self.backends:
+                target = self.targets[engine]
+                if target.server is not None and target.server.dir is not None and not target.server.running:
+                    # lockrace's own server died (killed, crashed): start it again on its data
+                    await asyncio.to_thread(target.server.restart)
                 return self.backends[engine]
             target = self.targets.get(engine)
             if target is None:
