@@ -17,7 +17,7 @@ from typing import Callable
 
 from ..engine.race import Race
 from ..engine.runner import Entry, ScenarioRunner
-from ..engine.verify import StepRecord, check
+from ..engine.verify import StepRecord
 from ..scenario.model import PermutationEntry, Scenario, Step
 
 
@@ -39,27 +39,13 @@ class SpecStepRunner(ScenarioRunner):
     """isolationtester's schedule for one step at a time, on the app's Race."""
 
     async def step(self, step: Step, index: int, entry: PermutationEntry | None = None) -> StepRecord:
-        if step.note:
-            self.on_entry(Entry("note", text=step.note))
-        session = self.race.sessions.get(step.session)
-        if session is None:
-            session = await self.race.add_session(step.session)
-        if session.busy:
-            # like isolationtester: a session's earlier step must complete before its next one is sent
-            for record, stmt in list(self.pending.values()):
-                if record.step.session == step.session:
-                    await self._await_done(record, stmt)
-        record = StepRecord(step, index)
-        self.report.records.append(record)
-        if session.busy:
-            record.problem = f"session {step.session} is still busy with an earlier statement"
-            record.failures = check(record, [])
-            self.on_entry(Entry("problem", record, text=record.problem))
+        # like isolationtester: a session's earlier step must complete before its next one is sent
+        for record, stmt in list(self.pending.values()):
+            if record.step.session == step.session:
+                await self._await_done(record, stmt)
+        record, stmt = await self._launch(step, index)
+        if stmt is None:
             return record
-        stmt = self.race.submit(step.session, step.sql)
-        self.launched = index
-        self.pending[step.name] = (record, stmt)
-        self.on_entry(Entry("launch", record))
         if entry is not None and any(b.step is None for b in entry.blockers):
             pass  # "(*)": the spec says this step waits; move on at once
         else:

@@ -124,22 +124,9 @@ class ScenarioRunner:
                     self.on_entry(Entry("blocked", record, blockers=event.blockers, lock=event.lock))
 
     async def step(self, step: Step, index: int) -> StepRecord:
-        record = StepRecord(step, index)
-        self.report.records.append(record)
-        if step.note:
-            self.on_entry(Entry("note", text=step.note))
-        session = self.race.sessions.get(step.session)
-        if session is None:
-            session = await self.race.add_session(step.session)
-        if session.busy:
-            record.problem = f"session {step.session} is still blocked on an earlier step"
-            record.failures = check(record, step.applicable(self.flavor))
-            self.on_entry(Entry("problem", record, text=record.problem))
+        record, stmt = await self._launch(step, index)
+        if stmt is None:
             return record
-        stmt = self.race.submit(step.session, step.sql)
-        self.launched = index
-        self.pending[step.name] = (record, stmt)
-        self.on_entry(Entry("launch", record))
         if step.expects_blocking(self.flavor):
             if not await self.race.wait_blocked_or_done(stmt, self.step_timeout):
                 record.problem = f"was expected to block but the server never reported it waiting within {self.step_timeout:g} s"
@@ -147,6 +134,26 @@ class ScenarioRunner:
             await self._await_done(record, stmt)
         await self._drain_pending(final=False)
         return record
+
+    async def _launch(self, step: Step, index: int) -> tuple[StepRecord, object | None]:
+        """Narrate, then start ``step`` in its session; no statement if the session is busy."""
+        if step.note:
+            self.on_entry(Entry("note", text=step.note))
+        record = StepRecord(step, index)
+        self.report.records.append(record)
+        session = self.race.sessions.get(step.session)
+        if session is None:
+            session = await self.race.add_session(step.session)
+        if session.busy:
+            record.problem = f"session {step.session} is still busy with an earlier statement"
+            record.failures = check(record, step.applicable(self.flavor))
+            self.on_entry(Entry("problem", record, text=record.problem))
+            return record, None
+        stmt = self.race.submit(step.session, step.sql)
+        self.launched = index
+        self.pending[step.name] = (record, stmt)
+        self.on_entry(Entry("launch", record))
+        return record, stmt
 
     async def _await_done(self, record: StepRecord, stmt) -> None:
         try:
