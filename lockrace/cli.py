@@ -7,7 +7,6 @@ import asyncio
 import json
 import signal
 import sys
-from pathlib import Path
 
 from . import __version__
 

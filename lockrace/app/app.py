@@ -36,8 +36,8 @@ from .recorder import Recorder
 from .player import permutation_text
 from .scenario_picker import ScenarioPicker
 from .servers import ServerPool
-from .session_log import SessionLog
-from .session_panel import SessionPanel, annotation
+from .session_log import SessionLog, annotation
+from .session_panel import SessionPanel
 from .spec_screens import PermutationPicker, SessionChooser
 from .timeline import Timeline, TimelineModel
 
@@ -182,7 +182,7 @@ class LockraceApp(App[int]):
         box.border_subtitle = "▬ running  █ blocked  ┃ budget ends"
         self._apply_width(self.size.width)
         self._show_bar()
-        self.query_one(f"#input-A").focus()
+        self.query_one("#input-A").focus()
         self.open_race(self.engine, self.initial_scenario)
 
     def on_resize(self, event) -> None:

@@ -17,7 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
 from ..engine.events import Event
-from .session_log import OUTCOME_LINE_STYLES, SessionLog, annotation  # noqa: F401 (re-exported)
+from .session_log import SessionLog
 
 
 class WaitLine(Widget):
