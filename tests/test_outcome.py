@@ -8,7 +8,7 @@ lockrace is developed, so these cases are checked here only.
 
 import pytest
 
-from lockrace.engine.outcome import asks_nowait, asks_skip_locked, classify_mysql, classify_postgres, wait_clause, with_skip
+from lockrace.engine.outcome import asks_nowait, asks_skip_locked, classify_mysql, classify_postgres, wait_seconds, with_skip
 
 
 @pytest.mark.parametrize("sqlstate,message,sql,want", [
@@ -54,8 +54,9 @@ def test_nowait_inside_a_string_literal_is_not_a_clause():
 
 
 def test_wait_clause_and_skip_locked():
-    assert wait_clause("SELECT 1 FROM t FOR UPDATE WAIT 0.5") == 0.5
-    assert wait_clause("SELECT 1") is None
+    assert wait_seconds("SELECT 1 FROM t FOR UPDATE WAIT 0.5") == ("0.5", 0)  # MariaDB keeps whole seconds
+    assert wait_seconds("SELECT 1 FROM t FOR UPDATE WAIT 2") == ("2", 2)
+    assert wait_seconds("SELECT 1") is None
     assert asks_skip_locked("SELECT * FROM jobs FOR UPDATE SKIP   LOCKED")
     assert with_skip("ok", "SELECT * FROM jobs FOR UPDATE SKIP LOCKED", 2) == "skipped"
     assert with_skip("ok", "SELECT * FROM jobs FOR UPDATE SKIP LOCKED", 0) == "ok"

@@ -221,12 +221,7 @@ class LockraceApp(App[int]):
             text.append(f"✓ {met} met", style="bold #5fd75f")
             text.append(" · ")
             text.append(f"✗ {bad} not met", style="bold #ff5f5f" if bad else "#9e9e9e")
-            if self.autoplaying:
-                text.append("   ▶ auto-play", style="bold #87d7ff")
-            if not player.finished:
-                text.append("   F5 step · F6 run to end · F7 auto-play", style="#9e9e9e")
-            else:
-                text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
+            self._play_keys(text, player)
             if sc.lesson:
                 text.append("\n")
                 text.append(" ".join(sc.lesson.split()), style="italic #d0d0d0")  # one paragraph in the bar
@@ -240,6 +235,14 @@ class LockraceApp(App[int]):
         bar.update(text, layout=scenario != (self._bar_shown or (None,))[0] or text.plain.count("\n") != before)
         self._bar_shown = (scenario, text.plain)
 
+    def _play_keys(self, text: Text, player: Player) -> None:
+        if self.autoplaying:
+            text.append("   ▶ auto-play", style="bold #87d7ff")
+        if not player.finished:
+            text.append("   F5 step · F6 run to end · F7 auto-play", style="#9e9e9e")
+        else:
+            text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
+
     def _spec_bar(self, text: Text, player: Player) -> None:
         """The scenario bar for an isolation spec: which permutation, how far, which keys."""
         sc = player.scenario
@@ -247,12 +250,7 @@ class LockraceApp(App[int]):
         text.append(f"  {sc.title}", style="bold")
         state = "finished" if player.finished else f"next step {player.position + 1}/{player.total}"
         text.append(f"   {state}", style="#c0c0c0")
-        if self.autoplaying:
-            text.append("   ▶ auto-play", style="bold #87d7ff")
-        if not player.finished:
-            text.append("   F5 step · F6 run to end · F7 auto-play", style="#9e9e9e")
-        else:
-            text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
+        self._play_keys(text, player)
         text.append("\n")
         text.append(f" permutation {player.permutation + 1}/{player.permutations}: ", style="bold")
         for i, entry in enumerate(player.entries):

@@ -59,9 +59,6 @@ class SessionConnection(ABC):
 
 
 class MonitorConnection(ABC):
-    poll_interval: float = 0.004
-    """Seconds between two asks while a statement runs and is not yet known blocked."""
-
     @abstractmethod
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         """Which of ``idents`` the server reports waiting on a lock."""

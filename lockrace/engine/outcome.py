@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 
 _NOWAIT_RE = re.compile(r"\bNOWAIT\b", re.IGNORECASE)
-_WAIT_RE = re.compile(r"\bWAIT\s+(\d+(?:\.\d*)?)\b", re.IGNORECASE)
 _SKIP_RE = re.compile(r"\bSKIP\s+LOCKED\b", re.IGNORECASE)
 
 # client-side errors that mean the connection is gone (pymysql / libmysql CR_*)
@@ -33,12 +32,6 @@ PG_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "25P03")
 
 def asks_nowait(sql: str) -> bool:
     return bool(_NOWAIT_RE.search(_strip_literals(sql)))
-
-
-def wait_clause(sql: str) -> float | None:
-    """MariaDB ``WAIT n`` seconds in the statement, if any."""
-    m = _WAIT_RE.search(_strip_literals(sql))
-    return float(m.group(1)) if m else None
 
 
 _WAIT_ANY_RE = re.compile(r"\bWAIT\s+(\d*)(\.\d*)?([eE][-+]?\d+)?(?![\w.])", re.IGNORECASE)

@@ -27,8 +27,6 @@ class RunningStatement:
     blockers: tuple[str, ...] = ()
     lock: LockInfo | None = None
     ever_blocked: bool = False
-    detect_lag_ns: int | None = None
-    """From the start of the wait (as far as known) to lockrace noticing it."""
     done: asyncio.Event = field(default_factory=asyncio.Event)
     blocked: asyncio.Event = field(default_factory=asyncio.Event)
     result: StatementResult | None = None

@@ -17,3 +17,13 @@ class ScenarioError(Exception):
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else self.path
         return f"{where}: {self.message}"
+
+
+def read_source(path: str | Path) -> str:
+    """A scenario or spec file's text, or ScenarioError saying why not."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(path, None, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise ScenarioError(path, None, f"cannot read: {exc.strerror or exc}") from None

@@ -152,6 +152,8 @@ class Scenario:
     settings: dict[str, str] = field(default_factory=dict)
     """Server settings the scenario needs on a private server (e.g. MariaDB
     plugins); a server lockrace did not start is left alone."""
+    epilogue: str = ""
+    """A closing note after the last step."""
     path: Path | None = None
     kind: str = "scenario"  # "scenario" or "isolation-spec"
     explicit_permutations: bool = True

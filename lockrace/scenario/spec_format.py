@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ScenarioError
+from .errors import ScenarioError, read_source
 from .model import Blocker, PermutationEntry, Scenario, SessionDef, Step
 
 MAX_INTERLEAVINGS = 100_000
@@ -298,13 +298,7 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
 
 def read_spec(path: str | Path) -> Scenario:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(path, None, f"not UTF-8 text: {exc}") from None
-    except OSError as exc:
-        raise ScenarioError(path, None, exc.strerror or str(exc)) from None
-    return parse_spec(text, path)
+    return parse_spec(read_source(path), path)
 
 
 def unused_steps(sc: Scenario) -> list[str]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import ScenarioError
+from .errors import ScenarioError, read_source
 from .model import ENGINES, FLAVORS, OUTCOMES, TXN_STATES, Expectation, Scenario, Step
 
 HEADER_KEYS = ("title", "engines", "source", "lesson", "setup", "teardown")
@@ -61,13 +61,7 @@ _KEY_RE = re.compile(r"^([a-z][a-z-]*)(?:\[([a-z0-9]+)\])?:\s?(.*)$")
 
 def read_scenario(path: str | Path) -> Scenario:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(path, None, f"not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise ScenarioError(path, None, f"cannot read: {exc.strerror}") from None
-    return parse_scenario(text, path=path, name=path.stem)
+    return parse_scenario(read_source(path), path=path, name=path.stem)
 
 
 def parse_scenario(text: str, *, path: str | Path | None = None, name: str = "scenario") -> Scenario:
@@ -149,7 +143,7 @@ class _Parser:
                 target = sc.setup if key == "setup" else sc.teardown
                 target[flavor] = [block] if block else []
         if pending_note:
-            sc.steps and setattr(sc, "epilogue", "\n".join(pending_note))
+            sc.epilogue = "\n".join(pending_note)
         if not sc.steps:
             raise self.error(len(self.lines) or None, "no steps: a scenario needs at least one 'A> SQL;' line")
         if not sc.engines:
@@ -303,9 +297,8 @@ def write_scenario(sc: Scenario) -> str:
             scope = f"[{exp.flavor}]" if exp.flavor else ""
             value = " | ".join(exp.value) if isinstance(exp.value, list) else exp.value
             out.append(f"    {key}{scope}: {value}")
-    epilogue = getattr(sc, "epilogue", "")
-    if epilogue:
-        out.extend(_value("note", epilogue))
+    if sc.epilogue:
+        out.extend(_value("note", sc.epilogue))
     return "\n".join(out) + "\n"
 
 
