@@ -4,21 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-PEER = SHARED / "peer" / "pg-isolation"
+# PostgreSQL's own isolation specs and expected outputs, vendored with their
+# licence notice (tests/isolation/upstream/README.md and LICENSE)
 UPSTREAM = REPO / "tests" / "isolation" / "upstream"
 MARIADB = REPO / "tests" / "isolation" / "mariadb"
+# The six specs of REL_18_STABLE that lockrace's isolation support started from
+REFERENCE_SPECS = ["deadlock-simple", "nowait", "skip-locked-3", "skip-locked", "timeouts", "tuplelock-conflict"]
 
 
-def peer_dir() -> Path:
-    """../shared/peer/pg-isolation beside the repository; fail (not skip) if absent."""
-    if not (PEER / "specs").is_dir() or not (PEER / "expected").is_dir():
-        pytest.fail(f"PostgreSQL isolation specs not found at {PEER}: the shared/ folder must sit beside the "
-                    "repository (shared/peer/pg-isolation/specs and expected)")
-    return PEER
+def upstream_spec(name: str) -> Path:
+    return UPSTREAM / "specs" / f"{name}.spec"
 
 
 def specs_in(folder: Path) -> list[Path]:

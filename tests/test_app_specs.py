@@ -16,8 +16,8 @@ from lockrace.scenario.spec_format import read_spec
 
 from app_helpers import badge, running_app, until
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-NOWAIT = SHARED / "peer" / "pg-isolation" / "specs" / "nowait.spec"
+UPSTREAM = Path(__file__).resolve().parent / "isolation" / "upstream" / "specs"
+NOWAIT = UPSTREAM / "nowait.spec"
 SIX = Path(__file__).resolve().parent / "data" / "six-sessions.spec"
 MARIADB_DEADLOCK = Path(__file__).resolve().parent / "isolation" / "mariadb" / "specs" / "mariadb-deadlock.spec"
 
@@ -140,7 +140,7 @@ async def test_star_marked_step_runs_to_the_servers_outcome(pg_server):
     the 10 ms statement_timeout then cancels it and the permutation ends.  (This checks the
     marker is shown and the permutation completes with the server's outcome; with a 10 ms
     timeout it cannot tell "not waited for" from "waited 10 ms".)"""
-    spec = read_spec(SHARED / "peer" / "pg-isolation" / "specs" / "timeouts.spec")
+    spec = read_spec(UPSTREAM / "timeouts.spec")
     async with running_app(targets={"postgres": pg_server}, scenario=spec) as (app, pilot):
         player = app.player
         assert player.order == ["rdtbl", "sto", "locktbl"]

@@ -1,7 +1,7 @@
 """Isolation specs on the embedded PostgreSQL 18: byte-identical with upstream.
 
-The six specs in ../shared/peer/pg-isolation and extra upstream specs in
-tests/isolation/upstream must print exactly upstream's expected output.  The
+PostgreSQL's own specs, vendored in tests/isolation/upstream, must print
+exactly upstream's expected output.  The
 behaviour tests below pin isolationtester's rules (notice prefixes and
 counting, blocker annotations, NOTIFY lines, setup failure, step timeout) on
 small specs of our own.
@@ -13,28 +13,20 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
-from isolation_helpers import UPSTREAM, matches, peer_dir, run_to_bytes, specs_in
+from isolation_helpers import REFERENCE_SPECS, UPSTREAM, matches, run_to_bytes, specs_in
 
 from lockrace.scenario.spec_format import parse_spec
 
-PEER_SPECS = ["deadlock-simple", "nowait", "skip-locked-3", "skip-locked", "timeouts", "tuplelock-conflict"]
-
-
-def test_shared_folder_has_the_six_specs():
-    assert sorted(p.stem for p in specs_in(peer_dir())) == sorted(PEER_SPECS)
-
-
-@pytest.mark.parametrize("name", PEER_SPECS)
-async def test_peer_spec_output_is_byte_identical(pg_backend, name):
-    folder = peer_dir()
-    output, completed = await run_to_bytes(folder / "specs" / f"{name}.spec", pg_backend)
-    ok, expected = matches(output, folder / "expected", name)
-    assert completed
-    assert ok, f"output differs from {expected}:\n{output.decode()}"
+def test_upstream_folder_carries_every_spec_and_its_output():
+    names = {p.stem for p in specs_in(UPSTREAM)}
+    assert set(REFERENCE_SPECS) <= names and len(names) == 18
+    for name in names:
+        assert (UPSTREAM / "expected" / f"{name}.out").is_file(), name
+    assert "PostgreSQL Global Development Group" in (UPSTREAM / "LICENSE").read_text()
 
 
 @pytest.mark.parametrize("spec", specs_in(UPSTREAM), ids=lambda p: p.stem)
-async def test_extra_upstream_spec_is_byte_identical(pg_backend, spec: Path):
+async def test_upstream_spec_is_byte_identical(pg_backend, spec: Path):
     output, completed = await run_to_bytes(spec, pg_backend)
     ok, expected = matches(output, UPSTREAM / "expected", spec.stem)
     assert completed
@@ -215,7 +207,7 @@ async def test_run_specs_compares_and_reports(tmp_path, pg_server, capfdbinary, 
     monkeypatch.setenv("LOCKRACE_SANDBOX", "lockrace_isolation_cli_test")
     from lockrace.scenario.spec_format import read_spec
 
-    folder = peer_dir()
+    folder = UPSTREAM
     spec = read_spec(folder / "specs" / "nowait.spec")
     args = Namespace(engine=None, pg=pg_server.conninfo, mysql=None, expected=str(folder / "expected"),
                      step_timeout=30.0, format="transcript")

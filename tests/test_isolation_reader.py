@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -114,16 +115,29 @@ def test_library_dispatches_spec_files(tmp_path: Path):
     assert sc.order()[0][0].step == "one"
 
 
-def test_reads_all_shared_specs(shared_specs):
-    for spec in shared_specs:
+def test_reads_all_upstream_specs(upstream_specs):
+    for spec in upstream_specs:
         sc = load(spec)
         assert sc.sessions and sc.permutations, spec
 
 
 @pytest.fixture
-def shared_specs():
-    from isolation_helpers import peer_dir, specs_in
+def upstream_specs():
+    from isolation_helpers import UPSTREAM, specs_in
 
-    specs = specs_in(peer_dir())
-    assert len(specs) == 6
+    specs = specs_in(UPSTREAM)
+    assert len(specs) == 18
     return specs
+
+
+def test_tests_read_nothing_outside_the_repository():
+    """A fresh clone has nothing beside it: no test may reach for a folder
+    next to the repository (such as ../shared); test data lives in tests/."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for source in sorted(tests.rglob("*.py")):
+        text = source.read_text(encoding="utf-8")
+        for pattern in (r"parents\[2\]\s*/", r"[\"']\.\./shared", r"/\s*[\"']shared[\"']"):
+            if re.search(pattern, text):
+                offenders.append(f"{source.relative_to(tests)}: {pattern}")
+    assert offenders == []
