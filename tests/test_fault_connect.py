@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from types import SimpleNamespace
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -56,6 +57,12 @@ PG_CASES = {
                     'connection to server on socket "/tmp/lockrace-fault-no-server/.s.PGSQL.5432" failed'),
     "unknown-host": (f"postgresql://postgres:{FAKE_PW}@no-such-host.invalid/postgres",
                      "failed to resolve host 'no-such-host.invalid'"),
+    # libpq reads "Hunter2\\ Fake..." as one password with a space in it
+    "escaped-space-password": (f"host=/tmp/lockrace-fault-no-server port=5432 user=postgres password=Hunter2\\ {FAKE_PW}",
+                               "user=postgres password=***: connection to server on socket"),
+    # libpq decodes URI query keys: pass%77ord is password
+    "percent-encoded-key": (f"postgresql://postgres@127.0.0.1:1/postgres?pass%77ord={FAKE_PW}",
+                            "?pass%77ord=***: connection to server at \"127.0.0.1\", port 1 failed"),
 }
 
 MYSQL_CASES = {
@@ -66,6 +73,8 @@ MYSQL_CASES = {
                 "'127.0.0.1' ([Errno 111] Connection refused)"),
     "not-running": (f"mysql://root:{FAKE_PW}@localhost/?unix_socket=/tmp/lockrace-fault-no-server.sock",
                     "at mysql://root@/tmp/lockrace-fault-no-server.sock: Can't connect"),
+    "percent-encoded-key": (f"mysql://root@127.0.0.1:notaport/?PASS%57ORD={FAKE_PW}",
+                            "not a MySQL DSN: mysql://root@127.0.0.1:notaport/?PASS%57ORD=***"),
 }
 
 
@@ -228,17 +237,26 @@ def _screen_text(app) -> str:
     return app.export_screenshot() + notes + app.sub_title
 
 
-@pytest.mark.parametrize("which", ["wrong", "right"])
+@pytest.mark.parametrize("which", ["wrong", "right", "wrong-escaped-space", "wrong-percent-encoded-key"])
 async def test_app_never_shows_a_password(which, pg_password_role, monkeypatch):
     import asyncio
 
+    from psycopg.conninfo import conninfo_to_dict
+
     from lockrace.app.app import LockraceApp
 
-    password = FAKE_PW if which == "wrong" else RIGHT_PW
+    password = RIGHT_PW if which == "right" else FAKE_PW
+    dsn = f"{pg_password_role} password={password}"
+    if which == "wrong-escaped-space":
+        dsn = f"{pg_password_role} password=Hunter2\\ {password}"
+    elif which == "wrong-percent-encoded-key":
+        parts = conninfo_to_dict(pg_password_role)
+        dsn = (f"postgresql://{parts['user']}@/{parts['dbname']}?host={quote(parts['host'], safe='')}"
+               f"&port={parts['port']}&pass%77ord={password}")
     monkeypatch.setenv("LOCKRACE_SANDBOX", f"{ROLE}_box")  # not the tests' own sandbox on this server
-    app = LockraceApp(engine="postgres", pg=f"{pg_password_role} password={password}")
+    app = LockraceApp(engine="postgres", pg=dsn)
     async with app.run_test(size=(160, 48)) as pilot:
-        if which == "wrong":
+        if which != "right":
             banner = app.query_one("#banner")
             for _ in range(200):
                 if "could not start or reach" in str(banner.render()):
@@ -260,8 +278,6 @@ async def test_app_never_shows_a_password(which, pg_password_role, monkeypatch):
 
 
 # ------------------------------------------------------------------ redaction, as a property
-
-from urllib.parse import quote  # noqa: E402
 
 from hypothesis import assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -312,3 +328,143 @@ def test_dsn_errors_never_carry_the_password(password):
         parse_mysql_dsn(f"mysql://root:{password}@db.example:notaport")
     except DsnError as exc:
         assert password not in str(exc), str(exc)
+
+
+# A real connection-string reader, checked against libpq's own: every DSN below
+# is one libpq accepts (psycopg's conninfo_to_dict is PQconninfoParse), and
+# after redaction libpq must read exactly the same connection parameters, with
+# only the secrets turned into ***.
+
+_LIBPQ_KEYS = ["host", "port", "dbname", "user", "application_name", "options", "sslmode", "connect_timeout"]
+_SECRETS = ["password", "sslpassword"]
+_VALUE = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_categories=("Cs",)), max_size=14)
+_SECRET = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_categories=("Cs",)),
+                  min_size=8, max_size=24)
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _bare(value: str) -> str:
+    """libpq's unquoted value: a backslash escapes the next character (spaces, quotes, backslashes)."""
+    if not value:
+        return "''"
+    return "".join("\\" + ch if ch in " \\'" else ch for ch in value)
+
+
+def _encoded_key(draw, key: str) -> str:
+    """The key with some of its characters percent-encoded (upper- or lower-case hex)."""
+    out = []
+    for ch in key:
+        if draw(st.booleans()):
+            code = f"%{ord(ch):02X}"
+            out.append(code if draw(st.booleans()) else code.lower())
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+@st.composite
+def _keyvalue_dsns(draw):
+    """(dsn, the secret, the secret as written, the dsn without it)"""
+    pairs = draw(st.lists(st.tuples(st.sampled_from(_LIBPQ_KEYS), _VALUE), max_size=5))
+    secret = draw(_SECRET)
+    at = draw(st.integers(0, len(pairs)))
+    pairs.insert(at, (draw(st.sampled_from(_SECRETS)), "\x00"))
+    written = draw(st.sampled_from([_quoted, _bare]))(secret)
+    parts = []
+    for key, value in pairs:
+        shown = "\x00" if value == "\x00" else draw(st.sampled_from([_quoted, _bare]))(value)
+        parts.append(key + draw(st.sampled_from(["=", " = ", "= ", " ="])) + shown)
+    template = " ".join(parts)
+    return template.replace("\x00", written), secret, written, template.replace("\x00", "")
+
+
+@st.composite
+def _uri_dsns(draw):
+    """(dsn, the secret, the dsn without it)"""
+    secret = draw(_SECRET)
+    user = draw(st.text(st.characters(min_codepoint=97, max_codepoint=122), min_size=1, max_size=8))
+    in_userinfo = draw(st.booleans())
+    userinfo = f"{user}:\x00@" if in_userinfo else f"{user}@"
+    params = [f"{_encoded_key(draw, key)}={quote(value, safe='')}"
+              for key, value in draw(st.lists(st.tuples(st.sampled_from(_LIBPQ_KEYS), _VALUE), max_size=4))]
+    if not in_userinfo:
+        key = _encoded_key(draw, draw(st.sampled_from(_SECRETS)))
+        params.insert(draw(st.integers(0, len(params))), f"{key}=\x00")
+    scheme = draw(st.sampled_from(["postgresql://", "postgres://"]))
+    query = ("?" + "&".join(params)) if params else ""
+    template = f"{scheme}{userinfo}db.example:5432/app{query}"
+    return template.replace("\x00", quote(secret, safe="")), secret, template.replace("\x00", "")
+
+
+def _libpq_reads_the_same(dsn: str, shown: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    before, after = conninfo_to_dict(dsn), conninfo_to_dict(shown)
+    expected = {k: "***" if k in _SECRETS else (redact(v) if ("=" in v or "://" in v) else v)
+                for k, v in before.items()}
+    assert after == expected, (dsn, shown)
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@given(_keyvalue_dsns())
+def test_redact_reads_keyvalue_dsns_as_libpq_does(case):
+    """Quoted values with escaped quotes and backslashes, unquoted values with
+    backslash-escaped spaces (``password=Hunter2\\ Xylophone99``), spaces
+    around '=': the secret never shows, everything else does, unchanged."""
+    dsn, secret, written, rest = case
+    assume(secret not in rest and written not in rest)
+    shown = redact(dsn)
+    assert secret not in shown and written not in shown, (dsn, shown)
+    _libpq_reads_the_same(dsn, shown)
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@given(_uri_dsns())
+def test_redact_reads_uris_as_libpq_does(case):
+    """The password in the userinfo or as a query parameter whose key is
+    percent-encoded in any way (``?pass%77ord=``, ``?%70ASSWORD``...)."""
+    dsn, secret, rest = case
+    assume(secret not in rest and quote(secret, safe="") not in rest)
+    shown = redact(dsn)
+    assert secret not in shown and quote(secret, safe="") not in shown, (dsn, shown)
+    _libpq_reads_the_same(dsn, shown)
+
+
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
+@given(_SECRET.filter(lambda s: s.strip() == s and " " not in s), st.data())
+def test_redact_mysql_uris_and_any_case(secret, data):
+    """MySQL URIs the same way, and secret keys in any case (libpq refuses
+    ``PASSWORD=``, but the text must still not show what follows it)."""
+    key = "".join(ch.upper() if data.draw(st.booleans()) else ch for ch in data.draw(st.sampled_from(
+        ["password", "sslpassword", "passwd", "pwd"])))
+    encoded = quote(secret, safe="")
+    dsns = [
+        f"mysql://root:{encoded}@db.example:3306/app",
+        f"mysql://root@db.example:3306/?{_encoded_key(data.draw, key)}={encoded}&unix_socket=/run/x.sock",
+        f"MARIADB://root:{encoded}@db.example:notaport",
+        f"host=db.example {key}={_bare(secret)} user=someone",
+        f"host=db.example {key} = {_quoted(secret)}",
+    ]
+    for dsn in dsns:
+        assume(secret not in dsn.replace(encoded, "").replace(_bare(secret), "").replace(_quoted(secret), ""))
+        shown = redact(dsn)
+        assert secret not in shown and encoded not in shown and "***" in shown, (dsn, shown)
+    assert parse_mysql_dsn(redact(dsns[0])) | {"password": ""} == parse_mysql_dsn(dsns[0]) | {"password": ""}
+
+
+@pytest.mark.parametrize("dsn, shown", [
+    ("host=x password=Hunter2\\ Xylophone99 user=me", "host=x password=*** user=me"),
+    ("host=x password=Hunter2 Xylophone99 user=me", "host=x password=*** *** user=me"),  # libpq refuses it
+    ("host=x password='Hunter2 \\'Xylophone99", "host=x password=***"),  # unterminated quote
+    ("postgresql://me@h/db?pass%77ord=Hunter2Xylophone99", "postgresql://me@h/db?pass%77ord=***"),
+    ("postgresql://me@h/db?password=Hunter2&Xylophone99", "postgresql://me@h/db?password=***&***"),
+    ("postgresql://me:Hunter2@Xylophone99@h/db", "postgresql://me:***@h/db"),
+    ("host=x dbname='postgresql://me:Hunter2Xylophone99@h/db'", "host=x dbname='postgresql://me:***@h/db'"),
+    ("host=x dbname='user=me password=Hunter2Xylophone99'", "host=x dbname='user=me password=***'"),
+    ('password authentication failed for user "me"', 'password authentication failed for user "me"'),
+])
+def test_redact_examples(dsn, shown):
+    assert redact(dsn) == shown

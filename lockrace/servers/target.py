@@ -60,14 +60,137 @@ def sandbox_name() -> str:
 
 
 def redact(dsn: str) -> str:
-    """Hide any password in a URI or key=value DSN.
+    """Hide every password in a DSN (or in a message quoting one), as ``***``.
 
-    Errs on the side of hiding more: a URI's userinfo runs to the *last* '@'
-    (a password may contain an unencoded '@'), and a quoted key=value password
-    may contain backslash-escaped quotes or lack its closing quote.
+    The text is read the way libpq reads a connection string -- a URI
+    (``postgresql://``, ``mysql://``, any scheme) with userinfo and
+    percent-encoded query keys and values, or ``key=value`` pairs with quoted
+    values and backslash escapes -- and the value of every key that names a
+    secret (password, sslpassword, passwd, pwd; in any case, percent-encoded
+    or not) is replaced.  Where the text does not parse, it errs on the side
+    of hiding more: a URI's userinfo runs to the *last* '@', an unterminated
+    quoted value runs to the end, and words that follow a secret without a
+    ``key=`` of their own (``password=Hunter2 Xylophone99``) are hidden too.
     """
-    dsn = re.sub(r"(://[^:/@]*:).*@", r"\1***@", dsn, flags=re.DOTALL)
-    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)", r"\1***", dsn, flags=re.IGNORECASE)
+    if _URI_START.match(dsn.lstrip()):
+        out = _redact_uri(dsn)
+    else:
+        out = _redact_pairs(dsn)
+    # a URI quoted inside other text (a message, a dbname value): its userinfo
+    return _URI_USERINFO.sub(r"\1***@", out)
+
+
+_URI_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_URI_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)\S*@")
+_SPACE = " \t\n\r\f\v"  # libpq's isspace()
+
+
+def is_secret_key(key: str) -> bool:
+    """Does this connection-string key name a password (any case, percent-encoded or not)?"""
+    for _ in range(4):  # %2577 -> %77 -> w: decode until it stops changing
+        decoded = unquote(key)
+        if decoded == key:
+            break
+        key = decoded
+    key = key.strip().lower()
+    return "pass" in key or "pwd" in key
+
+
+def _redact_uri(uri: str) -> str:
+    lead = len(uri) - len(uri.lstrip())
+    rest_at = lead + _URI_START.match(uri[lead:]).end()
+    head, rest = uri[:rest_at], uri[rest_at:]
+    # query parameters: key=value&..., keys and values percent-encoded
+    q = rest.find("?")
+    if q >= 0:
+        params = rest[q + 1:].split("&")
+        hiding = False
+        for i, param in enumerate(params):
+            key, eq, _ = param.partition("=")
+            if eq:
+                hiding = is_secret_key(key)
+                if hiding:
+                    params[i] = key + "=***"
+            elif hiding:  # no '=': taken for more of the secret (an unencoded '&' in it)
+                params[i] = "***"
+        rest = rest[:q + 1] + "&".join(params)
+    # userinfo: user:password@ -- the password runs to the last '@' (hide more)
+    at = rest.rfind("@")
+    colon = next((i for i, ch in enumerate(rest) if ch in ":/?@"), -1)
+    if at >= 0 and colon >= 0 and rest[colon] == ":" and colon < at:
+        rest = rest[:colon + 1] + "***" + rest[at:]
+    return head + rest
+
+
+def _redact_pairs(text: str) -> str:
+    """key=value pairs as libpq's conninfo_parse() reads them."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    hiding = False  # the last value was a secret
+    while i < n:
+        start = i
+        while i < n and text[i] in _SPACE:
+            i += 1
+        out.append(text[start:i])
+        if i >= n:
+            break
+        key_at = i
+        while i < n and text[i] not in _SPACE and text[i] != "=":
+            i += 1
+        key = text[key_at:i]
+        j = i
+        while j < n and text[j] in _SPACE:
+            j += 1
+        if j >= n or text[j] != "=":
+            # a word without '=': libpq refuses the string; after a secret it may be more of it
+            out.append("***" if hiding else key)
+            continue
+        j += 1
+        while j < n and text[j] in _SPACE:
+            j += 1
+        value_at = j
+        value, j = _conninfo_value(text, j)
+        secret = is_secret_key(key)
+        if secret:
+            out.append(text[key_at:value_at] + "***")
+        elif ("=" in value or "://" in value) and redact(value) != value:
+            # dbname may itself be a whole connection string
+            inner = redact(value).replace("\\", "\\\\").replace("'", "\\'")
+            out.append(text[key_at:value_at] + f"'{inner}'")
+        else:
+            out.append(text[key_at:j])
+        hiding = secret
+        i = j
+    return "".join(out)
+
+
+def _conninfo_value(text: str, i: int) -> tuple[str, int]:
+    """One value at text[i:]: quoted ('...' with backslash escapes, unterminated
+    = to the end) or bare (up to whitespace, backslash escapes the next
+    character).  Returns the value and the index after it."""
+    n = len(text)
+    buf: list[str] = []
+    if i < n and text[i] == "'":
+        i += 1
+        while i < n:
+            ch = text[i]
+            if ch == "\\" and i + 1 < n:
+                buf.append(text[i + 1])
+                i += 2
+            elif ch == "'":
+                return "".join(buf), i + 1
+            else:
+                buf.append(ch)
+                i += 1
+        return "".join(buf), n
+    while i < n and text[i] not in _SPACE:
+        if text[i] == "\\" and i + 1 < n:
+            buf.append(text[i + 1])
+            i += 2
+        else:
+            buf.append(text[i])
+            i += 1
+    return "".join(buf), i
 
 
 def pg_target(dsn: str | None) -> Target:
