@@ -268,3 +268,126 @@ def test_malformed_files_through_lockrace_run(tmp_path):
         assert result["code"] == 2, (name, result)
         assert len(lines) == 1 and "Traceback" not in result["stderr"], (name, result)
         assert lines[0].startswith(f"lockrace: {tmp_path / name}{where}"), (name, lines[0])
+
+
+# ------------------------------------------------------------------ input that once escaped
+
+
+def test_nul_byte_in_a_step_is_refused_with_its_line():
+    """libpq ends the SQL at a NUL: ``DELETE FROM t\\0 WHERE x = 1`` would delete every row."""
+    spec = "setup { CREATE TABLE t (x int); }\nsession s1\nstep del { DELETE FROM t\x00 WHERE x = 1; }\n"
+    race = "engines: postgres, mysql\nA> BEGIN;\nA> DELETE FROM t\x00 WHERE x = 1;\n"
+    for call, path, line in ((lambda: parse_spec(spec, "nul.spec"), "nul.spec", 3),
+                             (lambda: parse_scenario(race, path="nul.race"), "nul.race", 3)):
+        err = check_outcome(call, path)
+        assert isinstance(err, ScenarioError) and err.line == line, err
+        assert "NUL" in err.message, err
+
+
+@pytest.mark.parametrize("key", ["rows", "skipped", "completes-after"])
+@pytest.mark.parametrize("value", ["²", "١", "𝟙", "1²", "٣0", "9" * 5000, "12345678901"])
+def test_whole_numbers_are_ascii_digits(key, value):
+    """str.isdigit() is true for '²', Arabic-Indic and mathematical digits, which
+    int() refuses or reads; and int() refuses 5000 digits.  Each is a file:line error."""
+    text = f"engines: postgres\nA> SELECT 1;\nA> SELECT 2;\n    {key}: {value}\n"
+    err = check_outcome(lambda: parse_scenario(text, path="n.race"), "n.race", text)
+    assert isinstance(err, ScenarioError) and err.line == 4, err
+
+
+def test_other_numbers_are_checked_the_same_way():
+    race = "engines: postgres\nA> SELECT 1;\n    code: ١٢٠٥\n"
+    err = check_outcome(lambda: parse_scenario(race, path="c.race"), "c.race", race)
+    assert isinstance(err, ScenarioError) and err.line == 3, err
+    spec = "session a\nstep a1 { SELECT 1; }\nsession b\nstep b1 { SELECT 2; }\npermutation a1(b1 notices " + "9" * 5000 + ") b1\n"
+    err = check_outcome(lambda: parse_spec(spec, "c.spec"), "c.spec", spec)
+    assert isinstance(err, ScenarioError) and err.line == 5, err
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    race = tmp_path / "bom.race"
+    race.write_bytes(b"\xef\xbb\xbf" + RACE_TEXTS[0].encode())
+    spec = tmp_path / "bom.spec"
+    spec.write_bytes(b"\xef\xbb\xbf" + SPEC_TEXTS[0].encode())
+    assert read_scenario(race).steps == parse_scenario(RACE_TEXTS[0]).steps
+    assert [s.sql for s in read_spec(spec).steps] == [s.sql for s in parse_spec(SPEC_TEXTS[0]).steps]
+    assert parse_scenario("\ufeff" + RACE_TEXTS[0]).title == parse_scenario(RACE_TEXTS[0]).title
+
+
+def _not_files(tmp_path: Path) -> dict[str, Path]:
+    fifo = tmp_path / "fifo.race"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.spec"
+    with open(huge, "wb") as fh:
+        fh.truncate(6 * 1024**3)  # sparse: no disk used
+    folder = tmp_path / "folder.race"
+    folder.mkdir()
+    return {"fifo": fifo, "zero": Path("/dev/zero"), "directory": folder, "huge": huge}
+
+
+@pytest.mark.parametrize("kind, says", [("fifo", "not a regular file (a FIFO)"),
+                                        ("zero", "not a regular file (a character device)"),
+                                        ("directory", "not a regular file (a directory)"),
+                                        ("huge", "too large")])
+def test_only_regular_files_of_sane_size_are_read(tmp_path, kind, says):
+    from lockrace.scenario.library import load, resolve
+
+    path = _not_files(tmp_path)[kind]
+    for call in (lambda: resolve(str(path)), lambda: load(path), lambda: read_spec(path), lambda: read_scenario(path)):
+        err = check_outcome(call, str(path))
+        assert isinstance(err, ScenarioError) and says in err.message, err
+
+
+def test_not_files_through_lockrace_run(tmp_path):
+    """One line, exit 2, promptly -- a FIFO with no writer and /dev/zero once hung the run."""
+    import subprocess
+    import sys
+
+    from faults.cli import REPO as ROOT
+    from faults.cli import lockrace_env
+
+    for kind, path in _not_files(tmp_path).items():
+        out = subprocess.run([sys.executable, "-m", "lockrace", "run", str(path)], cwd=ROOT, env=lockrace_env(),
+                             capture_output=True, text=True, timeout=30)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and out.stdout == "", (kind, out)
+        assert lines[0].startswith(f"lockrace: {path}: "), (kind, lines)
+
+
+def _big_spec(steps: int) -> str:
+    return ("session s1\n" + "".join(f"step s{i} {{ SELECT {i}; }}\n" for i in range(steps))
+            + "session s2\nstep t { SELECT 0; }\n")
+
+
+def _peak_bytes_reading(text: str):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with watchdog(60):
+            scenario = parse_spec(text, "big.spec")
+        return scenario, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_reading_a_big_spec_is_linear():
+    """One session of 3000 steps beside a one-step session, no permutation lines:
+    3001 interleavings of 3001 steps.  Reading it once built all nine million
+    entries (48 s, 1.5 GB); the reader now builds each interleaving when it is
+    run, so memory grows with the file, not with its square.  (Bounds on
+    memory, not time; bench/spec_read.py prints both.)"""
+    _, small = _peak_bytes_reading(_big_spec(300))
+    _, four_times = _peak_bytes_reading(_big_spec(1200))
+    assert four_times < 6 * small, (small, four_times)  # linear: ~4x; quadratic: ~16x
+    text = _big_spec(3000)
+    assert 70_000 < len(text.encode()) < 90_000
+    scenario, peak = _peak_bytes_reading(text)
+    assert peak < 40 * len(text), peak  # ~2.4 MB here; all interleavings built: ~1400 MB
+    perms = scenario.permutations
+    assert len(perms) == 3001
+    # upstream's order: session 1's next step first
+    assert [e.step for e in perms[0]] == [f"s{i}" for i in range(3000)] + ["t"]
+    assert [e.step for e in perms[1]] == [f"s{i}" for i in range(2999)] + ["t", "s2999"]
+    assert [e.step for e in perms[-1]] == ["t"] + [f"s{i}" for i in range(3000)]
+    walk = iter(perms)
+    assert [[e.step for e in next(walk)] for _ in range(3)] == [[e.step for e in perms[k]] for k in range(3)]

@@ -77,6 +77,11 @@ def test_no_permutation_means_every_interleaving_in_upstream_order():
     for perm in three.permutations:
         names = [e.step for e in perm]
         assert names.index("a1") < names.index("a2")
+    # built on demand: walking them and picking one by number agree
+    walked = [[e.step for e in p] for p in three.permutations]
+    assert walked == [[e.step for e in three.permutations[k]] for k in range(12)]
+    assert len({tuple(w) for w in walked}) == 12
+    assert [e.step for e in three.permutations[-1]] == walked[-1] == ["c1", "b1", "a1", "a2"]
 
 
 def test_engines_comment():

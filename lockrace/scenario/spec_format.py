@@ -25,10 +25,11 @@ declares which engines the spec is written for (default: postgres).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ScenarioError, read_source
+from .errors import ScenarioError, printable, read_source
 from .model import Blocker, PermutationEntry, Scenario, SessionDef, Step
 
 MAX_INTERLEAVINGS = 100_000
@@ -48,6 +49,12 @@ class Token:
 
 
 def tokenize(text: str, path) -> list[Token]:
+    nul = text.find("\x00")
+    if nul >= 0:
+        # libpq ends the SQL at a NUL: "DELETE FROM t\0 WHERE x = 1" would delete every row
+        raise ScenarioError(path, text.count("\n", 0, nul) + 1,
+                            "NUL byte (\\0) in the file: SQL cannot carry it (the server would see the "
+                            "statement cut short there)")
     tokens: list[Token] = []
     i, line, n = 0, 1, len(text)
     while i < n:
@@ -111,7 +118,7 @@ def tokenize(text: str, path) -> list[Token]:
             tokens.append(Token("punct", ch, line))
             i += 1
         else:
-            raise ScenarioError(path, line, f'syntax error: unexpected character "{ch}"')
+            raise ScenarioError(path, line, f'syntax error: unexpected character "{printable(ch)}"')
     tokens.append(Token("eof", "", line))
     return tokens
 
@@ -148,35 +155,89 @@ class _Parser:
         return self.expect("ident", what)
 
 
-def _all_interleavings(sessions: list[list[str]], path) -> list[list[PermutationEntry]]:
+class Interleavings(Sequence):
     """Every ordering that keeps each session's steps in order, in upstream's
-    order (recursively pick the next step of session 1, then of session 2, ...)."""
-    from math import factorial
+    order (recursively pick the next step of session 1, then of session 2, ...).
 
-    total = factorial(sum(len(s) for s in sessions))
-    for s in sessions:
-        total //= factorial(len(s))
-    if total > MAX_INTERLEAVINGS:
-        raise ScenarioError(path, None, f"no permutation given and {total} interleavings is too many to run")
-    # Depth-first, trying session 1's next step first (upstream's recursion
-    # order), with an explicit stack: a session with thousands of steps has a
-    # single interleaving, which must not exhaust Python's recursion limit.
-    out: list[list[PermutationEntry]] = []
-    stack: list[tuple[list[int], list[str]]] = [([0] * len(sessions), [])]
-    while stack:
-        piles, chosen = stack.pop()
-        ready = [i for i, steps in enumerate(sessions) if piles[i] < len(steps)]
-        if not ready:
-            out.append([PermutationEntry(name) for name in chosen])
-            continue
-        for i in reversed(ready):
-            nxt = list(piles)
-            nxt[i] += 1
-            stack.append((nxt, chosen + [sessions[i][piles[i]]]))
-    return out
+    Built on demand: reading a spec costs time and memory linear in its size,
+    even when it has thousands of steps (a session of 3000 steps beside a
+    one-step session has 3001 interleavings of 3001 steps each -- nine million
+    entries if they were all built up front).  ``self[k]`` builds the k-th one.
+    """
+
+    def __init__(self, sessions: list[list[str]], total: int):
+        self._sessions = [list(names) for names in sessions]
+        self._total = total
+
+    def __len__(self) -> int:
+        return self._total
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._total))]
+        if index < 0:
+            index += self._total
+        if not 0 <= index < self._total:
+            raise IndexError("interleaving index out of range")
+        left = [len(names) for names in self._sessions]
+        remaining = sum(left)
+        count = self._total  # interleavings of what is left
+        out: list[PermutationEntry] = []
+        while remaining:
+            for i, n in enumerate(left):
+                if not n:
+                    continue
+                # those of them that start with session i's next step
+                first = count * n // remaining
+                if index < first:
+                    out.append(PermutationEntry(self._sessions[i][len(self._sessions[i]) - n]))
+                    left[i] -= 1
+                    remaining -= 1
+                    count = first
+                    break
+                index -= first
+        return out
+
+    def __iter__(self) -> Iterator[list[PermutationEntry]]:
+        # Upstream's order is the lexicographic order of the sequences of
+        # session numbers: step from one to the next (next permutation of a
+        # multiset), O(steps) each.
+        seq = [i for i, names in enumerate(self._sessions) for _ in names]
+        n = len(seq)
+        while True:
+            taken = [0] * len(self._sessions)
+            perm = []
+            for i in seq:
+                perm.append(PermutationEntry(self._sessions[i][taken[i]]))
+                taken[i] += 1
+            yield perm
+            k = n - 2
+            while k >= 0 and seq[k] >= seq[k + 1]:
+                k -= 1
+            if k < 0:
+                return
+            j = n - 1
+            while seq[j] <= seq[k]:
+                j -= 1
+            seq[k], seq[j] = seq[j], seq[k]
+            seq[k + 1:] = reversed(seq[k + 1:])
+
+
+def _all_interleavings(sessions: list[list[str]], path) -> Interleavings:
+    total = 1
+    placed = 0
+    for names in sessions:  # the multinomial coefficient, one session at a time
+        for k in range(1, len(names) + 1):
+            placed += 1
+            total = total * placed // k
+        if total > MAX_INTERLEAVINGS:
+            raise ScenarioError(path, None, f"no permutation given and more than {MAX_INTERLEAVINGS} "
+                                            "interleavings of its steps: too many to run")
+    return Interleavings(sessions, total)
 
 
 def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None) -> Scenario:
+    text = text.removeprefix("\ufeff")  # a byte-order mark is no content
     p = _Parser(tokenize(text, path), path)
     setups: list[str] = []
     teardown: list[str] = []
@@ -190,11 +251,12 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
     steps: list[Step] = []
     seen_steps: dict[str, int] = {}
     session_steps: list[list[str]] = []
+    session_names: set[str] = set()
     while p.at("keyword", "session"):
         p.take()
         sname = p.name("a session name")
         sdef = SessionDef(sname.value)
-        if any(s.name == sname.value for s in sessions):
+        if sname.value in session_names:
             raise ScenarioError(path, sname.line, f"duplicate session name: {sname.value}")
         if p.at("keyword", "setup"):
             p.take()
@@ -215,6 +277,7 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
             p.take()
             sdef.teardown.append(p.expect("sql", "an SQL block { ... } after teardown").value)
         sessions.append(sdef)
+        session_names.add(sdef.name)
         session_steps.append(names)
     if not sessions:
         tok = p.peek()
@@ -243,7 +306,10 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
                         blocker = Blocker(btok.value)
                         if p.at("keyword", "notices"):
                             p.take()
-                            blocker.notices = int(p.expect("int", "a number after notices").value)
+                            count = p.expect("int", "a number after notices")
+                            if len(count.value.lstrip("0")) > 9:
+                                raise ScenarioError(path, count.line, f"notices {count.value[:20]}...: too large")
+                            blocker.notices = int(count.value)
                         entry.blockers.append(blocker)
                     if p.at("punct", ","):
                         p.take()

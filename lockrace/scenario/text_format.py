@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import ScenarioError, read_source
+from .errors import ScenarioError, printable, read_source
 from .model import ENGINES, FLAVORS, OUTCOMES, TXN_STATES, Expectation, Scenario, Step
 
 HEADER_KEYS = ("title", "engines", "source", "lesson", "setup", "teardown")
@@ -70,7 +70,7 @@ def parse_scenario(text: str, *, path: str | Path | None = None, name: str = "sc
 
 class _Parser:
     def __init__(self, text: str, path, name: str):
-        self.lines = text.splitlines()
+        self.lines = text.removeprefix("\ufeff").splitlines()  # a byte-order mark is no content
         self.path = path
         self.scenario = Scenario(name=name, engines=[], path=Path(path) if path else None)
         self.i = 0
@@ -82,8 +82,11 @@ class _Parser:
         sc = self.scenario
         pending_note: list[str] = []
         seen_header: set[str] = set()
-        if "\x00" in "".join(self.lines):
-            raise self.error(None, "binary data, not a scenario")
+        for lineno, line in enumerate(self.lines, start=1):
+            if "\x00" in line:
+                # libpq and the MySQL protocol would cut the SQL there: refuse it
+                raise self.error(lineno, "NUL byte (\\0) in the file: SQL cannot carry it (the server would see "
+                                         "the statement cut short there)")
         while self.i < len(self.lines):
             raw = self.lines[self.i]
             lineno = self.i + 1
@@ -214,10 +217,12 @@ class _Parser:
         parsed: object = value
         if field_name == "outcome":
             if value not in OUTCOMES:
-                raise self.error(lineno, f"unknown outcome '{value}' (known: {', '.join(OUTCOMES)})")
+                raise self.error(lineno, f"unknown outcome '{printable(value)}' (known: {', '.join(OUTCOMES)})")
         elif field_name in ("rows", "skipped", "completes_after"):
-            if not value.isdigit():
-                raise self.error(lineno, f"'{key}' needs a whole number, got {value!r}")
+            if not re.fullmatch(r"[0-9]+", value):  # ASCII digits only: str.isdigit() takes '²' too
+                raise self.error(lineno, f"'{key}' needs a whole number (digits 0-9), got {value!r}")
+            if len(value.lstrip("0")) > 9:
+                raise self.error(lineno, f"'{key}' is too large: {value[:20]}...")
             parsed = int(value)
             if field_name == "completes_after" and not 1 <= parsed <= len(self.scenario.steps) + 1000:
                 raise self.error(lineno, "completes-after needs a step number")
@@ -227,7 +232,7 @@ class _Parser:
             if value not in TXN_STATES:
                 raise self.error(lineno, f"txn must be one of: {', '.join(TXN_STATES)}")
         elif field_name == "code":
-            if not re.fullmatch(r"[0-9A-Z]{5}|\d{1,5}", value):
+            if not re.fullmatch(r"[0-9A-Z]{5}|[0-9]{1,5}", value):
                 raise self.error(lineno, f"code must be a SQLSTATE (55P03) or a MySQL errno (1205), got {value!r}")
         elif not value:
             raise self.error(lineno, f"'{key}' needs a value")
@@ -243,7 +248,7 @@ class _Parser:
                 if exp.key == "blocked_by" and str(exp.value) != "nobody":
                     for who in re.split(r"[,\s]+", str(exp.value)):
                         if who and who not in names:
-                            raise self.error(exp.line, f"blocked-by: no session named {who}")
+                            raise self.error(exp.line, f"blocked-by: no session named {printable(who)}")
 
 
 def _split_comment(line: str) -> tuple[str, str]:
