@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import os
 import signal
 import sys
 
 from . import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 DESCRIPTION = """\
 A terminal lock-race simulator.  Without a command, opens the app: four
@@ -34,6 +37,17 @@ examples:
 
 exit status: 0 every expectation held, 1 an expectation failed,
 2 unusable input (bad file, unreachable server, bad arguments)."""
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def _server_flags(p: argparse.ArgumentParser) -> None:
@@ -64,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=("postgres", "mysql"),
                      help="run on this engine only (default: every engine the scenario declares)")
     run.add_argument("--format", choices=("transcript", "json"), default="transcript", help="output format")
-    run.add_argument("--step-timeout", type=float, default=10.0, metavar="SECONDS",
+    run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                      help="cancel a step that has not finished after this long (default 10)")
     run.add_argument("--expected", metavar="FILE_OR_DIR",
                      help="isolation specs: compare with this expected output (file, or directory of NAME.out)")
@@ -113,6 +127,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lockrace: interrupted; statements cancelled, servers stopped", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (`lockrace run ... | head -1`): the
+        # cleanup above already ran; end quietly, as a pipeline expects.
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so flushing what is still buffered at exit
+    does not raise BrokenPipeError again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _raise_interrupt(signum, frame):

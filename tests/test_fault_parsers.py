@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from faults.cli import server_tmp  # noqa: F401  (fixture)
 
 from lockrace.scenario.errors import ScenarioError
 from lockrace.scenario.model import Scenario
@@ -391,3 +392,59 @@ def test_reading_a_big_spec_is_linear():
     assert [e.step for e in perms[-1]] == ["t"] + [f"s{i}" for i in range(3000)]
     walk = iter(perms)
     assert [[e.step for e in next(walk)] for _ in range(3)] == [[e.step for e in perms[k]] for k in range(3)]
+
+
+# ------------------------------------------------------------------ the command line
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "-0.5", "nan", "inf", "-inf", "1e999", "soon"])
+def test_step_timeout_must_be_positive_and_finite(value, capsys):
+    from lockrace.cli import build_parser
+
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["run", "pg-nowait", f"--step-timeout={value}"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--step-timeout" in err and "seconds" in err and "Traceback" not in err, err
+    assert build_parser().parse_args(["run", "pg-nowait", "--step-timeout", "0.25"]).step_timeout == 0.25
+
+
+@pytest.mark.parametrize("fmt", ["transcript", "json"])
+def test_closed_stdout_ends_quietly(fmt, server_tmp):
+    """``lockrace run ... | head -1`` where the reader is already gone: no
+    BrokenPipeError traceback, exit 141 (128 + SIGPIPE, as a shell reports a
+    writer whose reader left), and the run still cleans up after itself."""
+    import subprocess
+    import sys
+
+    from faults.cli import REPO as ROOT
+    from faults.cli import lockrace_env, processes_mentioning
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout now fails with EPIPE
+    try:
+        out = subprocess.run([sys.executable, "-m", "lockrace", "run", "pg-nowait", "--format", fmt], cwd=ROOT,
+                             env=lockrace_env(server_tmp), stdout=write_end, stderr=subprocess.PIPE, text=True,
+                             timeout=120)
+    finally:
+        os.close(write_end)
+    assert out.stderr == "" and out.returncode == 141, (out.returncode, out.stderr)
+    assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
+    assert processes_mentioning(str(server_tmp)) == [], "server processes left behind"
+
+
+def test_piped_into_head(server_tmp):
+    """The real pipeline, as a user types it."""
+    import shlex
+    import subprocess
+    import sys
+
+    from faults.cli import REPO as ROOT
+    from faults.cli import lockrace_env
+
+    command = (f"{shlex.quote(sys.executable)} -m lockrace run pg-nowait pg-lock-timeout | head -1; "
+               'echo "lockrace exited ${PIPESTATUS[0]}" >&2')
+    out = subprocess.run(["bash", "-c", command], cwd=ROOT, env=lockrace_env(server_tmp), capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.startswith("== pg-nowait: ") and out.stdout.count("\n") == 1, out.stdout
+    assert out.stderr.strip() in ("lockrace exited 141", "lockrace exited 0"), out.stderr
