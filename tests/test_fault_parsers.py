@@ -254,6 +254,9 @@ def test_malformed_files_through_lockrace_run(tmp_path):
         "binary.race": (b"engines: postgres\nA> SELECT \x00\xff\xfe;\n", ": "),
         "session.spec": ("session s1\nstep a { SELECT 1; }\npermutation a b\n", ":3: "),
         "unterminated.spec": ("setup { CREATE TABLE t (id int);\nsession s1\n", ":1: "),
+        "nul.spec": ("setup { CREATE TABLE t (x int); }\nsession s1\nstep d { DELETE FROM t\x00 WHERE x = 1; }\n", ":3: "),
+        "nul.race": ("engines: postgres\nA> DELETE FROM t\x00 WHERE x = 1;\n", ":2: "),
+        "superscript.race": ("engines: postgres\nA> SELECT 1;\n    rows: \u00b2\n", ":3: "),
     }
     cases = []
     for name, (content, _) in files.items():
