@@ -97,3 +97,18 @@ async def test_mariadb_error_in_transaction_rolls_back_only_the_statement(mysql_
     await race.run("A", "ROLLBACK")
     assert race.sessions["A"].txn == "idle"
     assert (await race.run("A", "SELECT count(*) FROM t")).rows == [("0",)]
+
+
+async def test_sql_with_a_nul_byte_is_not_sent(pg_backend, mysql_backend, make_race):
+    """libpq ends the SQL at a NUL: sent as is, ``DELETE FROM t\\0 WHERE id = 1``
+    runs as ``DELETE FROM t`` on PostgreSQL.  lockrace refuses to send it (on
+    both engines, the same way), every row stays, the session stays usable."""
+    for backend in (pg_backend, mysql_backend):
+        race = await make_race(backend, ("A",))
+        assert (await race.run("A", "CREATE TABLE t (id int PRIMARY KEY)")).outcome == "ok"
+        assert (await race.run("A", "INSERT INTO t VALUES (1), (2), (3)")).outcome == "ok"
+        res = await race.run("A", "DELETE FROM t\x00 WHERE id = 1")
+        assert res.outcome == "error" and "NUL byte" in res.message, (backend.flavor, res)
+        after = await race.run("A", "SELECT count(*) FROM t")
+        assert after.outcome == "ok" and after.rows == [("3",)], (backend.flavor, after)
+        assert race.sessions["A"].txn == "idle"

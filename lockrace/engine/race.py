@@ -182,6 +182,10 @@ class Race:
         try:
             if session.conn.closed:
                 result = StatementResult("connection_lost", message="the connection is closed; reconnect first")
+            elif "\x00" in stmt.sql:
+                # libpq ends the SQL at a NUL and runs what precedes it ("DELETE FROM t\0 WHERE ...")
+                result = StatementResult("error", message="not sent: the SQL contains a NUL byte (\\0), "
+                                                          "where the server would see the statement end")
             else:
                 result = await session.conn.execute(stmt.sql)
         except asyncio.CancelledError:
