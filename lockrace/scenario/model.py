@@ -13,6 +13,7 @@ so that a scenario records where MariaDB and MySQL 8 really differ.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,10 +146,10 @@ class Scenario:
     teardown: dict[str | None, list[str]] = field(default_factory=dict)
     sessions: list[SessionDef] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    permutations: list[list[PermutationEntry]] | None = None
+    permutations: Sequence[list[PermutationEntry]] | None = None
     """None means: run the steps in file order (our format).  An isolation
-    spec with no permutation lines gets every interleaving filled in here by
-    its reader."""
+    spec with no permutation lines gets every interleaving here, as a sequence
+    that builds each one when it is asked for (spec_format.Interleavings)."""
     settings: dict[str, str] = field(default_factory=dict)
     """Server settings the scenario needs on a private server (e.g. MariaDB
     plugins); a server lockrace did not start is left alone."""
@@ -190,7 +191,7 @@ class Scenario:
     def runs_on(self, engine: str) -> bool:
         return engine in self.engines
 
-    def order(self) -> list[list[PermutationEntry]]:
+    def order(self) -> Sequence[list[PermutationEntry]]:
         if self.permutations is not None:
             return self.permutations
         return [[PermutationEntry(step.name) for step in self.steps]]
