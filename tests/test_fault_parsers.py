@@ -341,6 +341,17 @@ def test_only_regular_files_of_sane_size_are_read(tmp_path, kind, says):
         assert isinstance(err, ScenarioError) and says in err.message, err
 
 
+@pytest.mark.parametrize("kind, says", [("fifo", "not a regular file (a FIFO)"),
+                                        ("zero", "not a regular file (a character device)"),
+                                        ("huge", "too large")])
+def test_expected_output_files_are_read_the_same_careful_way(tmp_path, kind, says):
+    """``--expected`` once read a FIFO or /dev/zero without end."""
+    from lockrace.isolation.cli import compare
+
+    matched, diff = compare(b"starting permutation: s1\n", [_not_files(tmp_path)[kind]])
+    assert not matched and says in diff, diff
+
+
 def test_not_files_through_lockrace_run(tmp_path):
     """One line, exit 2, promptly -- a FIFO with no writer and /dev/zero once hung the run."""
     import subprocess

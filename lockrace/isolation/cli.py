@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from ..scenario.model import Scenario
+from ..scenario.errors import ScenarioError, read_source_bytes
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -48,7 +49,12 @@ def compare(output: bytes, candidates: list[Path]) -> tuple[bool, str]:
             if best_size is None:
                 best_diff, best_size = diff, 10**9
             continue
-        data = cand.read_bytes()
+        try:
+            data = read_source_bytes(cand)
+        except ScenarioError as exc:
+            if best_size is None:
+                best_diff, best_size = f"lockrace: {exc}\n", 10**9
+            continue
         if data == output:
             return True, ""
         lines = list(difflib.unified_diff(data.decode("utf-8", "replace").splitlines(keepends=True), got,

@@ -28,10 +28,20 @@ isolation spec is under 40 KB)."""
 
 def read_source(path: str | Path) -> str:
     """A scenario or spec file's text, or ScenarioError saying why not.
+    A UTF-8 byte-order mark at the start is dropped."""
+    data = read_source_bytes(path)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(path, None, f"not UTF-8 text ({exc.reason})") from None
+
+
+def read_source_bytes(path: str | Path) -> bytes:
+    """A scenario, spec or expected-output file's bytes, or ScenarioError.
 
     Only a regular file is read, and at most MAX_SOURCE_BYTES of it: a FIFO,
     a device such as /dev/zero, a directory or a huge file gets one clear
-    error instead of a hang.  A UTF-8 byte-order mark at the start is dropped.
+    error instead of a hang.
     """
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer
@@ -55,10 +65,7 @@ def read_source(path: str | Path) -> str:
             os.close(fd)
     if len(data) > MAX_SOURCE_BYTES:  # it grew while being read
         raise ScenarioError(path, None, f"too large for a scenario (more than {MAX_SOURCE_BYTES // (1024 * 1024)} MiB)")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(path, None, f"not UTF-8 text ({exc.reason})") from None
+    return data
 
 
 def _kind(mode: int) -> str:
