@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run", help="run scenarios headless and verify their expectations",
         description="Run scenarios (built-in names, .race files or PostgreSQL isolation .spec files) on real "
-                    "servers, print a transcript in the seeds' style and check every expectation.",
+                    "servers, print a transcript (psql-style results with lockrace's annotations) and check every expectation.",
         epilog="exit status: 0 all expectations held, 1 one failed, 2 unusable input.",
     )
     run.add_argument("scenarios", nargs="+", metavar="NAME_OR_PATH", help="built-in name (see 'lockrace list') or file")

@@ -21,7 +21,7 @@ from ..engine.events import (
     StatementStarted,
     StatementUnblocked,
 )
-from ..render.transcript import OUTCOME_WORDS, budget_amount
+from ..render.transcript import OUTCOME_WORDS, budget_amount, names_text
 
 # badge key -> (label, style); the label may be extended with details
 STYLES = {
@@ -135,7 +135,7 @@ class SessionStatus:
         run = self.running
         if run is not None:
             if run.blocked_since is not None:
-                who = ", ".join(run.blockers) or "another transaction"
+                who = names_text(run.blockers)
                 on = f" on {run.lock.describe()}" if run.lock else ""
                 return Badge("blocked", f"BLOCKED by {who}{on}")
             return Badge("running", "running")
@@ -146,7 +146,7 @@ class SessionStatus:
         if res.outcome == "ok":
             return None
         if res.outcome == "skipped":
-            whose = f" locked by {', '.join(res.skipped_from)}" if res.skipped_from else ""
+            whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
             n = res.skipped_rows
             return Badge("skipped", f"skipped {n} row{'s' if n != 1 else ''}{whose}")
         label = key
@@ -174,7 +174,7 @@ class SessionStatus:
         waited = (now - run.started_ns) / 1e9
         # tenths while they matter; whole seconds on long waits (fewer repaints)
         shown = f"{waited:.1f} s" if waited < 10 else f"{int(waited)} s"
-        who = ", ".join(run.blockers) or "another transaction"
+        who = names_text(run.blockers)
         if run.budget is None or run.budget.ms == 0:
-            return f"waiting {shown}, no budget: waits until {who} ends"
+            return f"waiting {shown}, no budget: waits until {who} {'end' if len(run.blockers) > 1 else 'ends'}"
         return f"waiting {shown} of {budget_words(run.budget)} budget"

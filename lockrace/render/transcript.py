@@ -1,4 +1,4 @@
-"""A scenario run as a transcript in the seeds' style.
+"""A race as a transcript: statements, psql-style results, lockrace's annotations.
 
     A> SELECT id FROM accounts WHERE id = 1 FOR UPDATE;
      id
@@ -29,6 +29,16 @@ OUTCOME_WORDS = {
     "error": "error",
     "connection_lost": "connection lost",
 }
+
+
+def names_text(names, nobody: str = "another transaction") -> str:
+    """Sessions as English: 'A', 'B and C', 'B, C and D' (``nobody`` when none is known)."""
+    names = list(names)
+    if not names:
+        return nobody
+    if len(names) == 1:
+        return names[0]
+    return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def ms(ns: int) -> str:
@@ -63,7 +73,7 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
         return lines
     if entry.kind == "blocked":
         lock = f" on {entry.lock.describe()}" if entry.lock else ""
-        who = ", ".join(entry.blockers) or "another transaction"
+        who = names_text(entry.blockers)
         return [f"-- {rec.step.session} is blocked by {who}{lock}"]
     if entry.kind == "problem":
         return [f"-- problem: {entry.text}"]
@@ -77,11 +87,11 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if res.outcome != "ok":
         word = OUTCOME_WORDS.get(res.outcome, res.outcome)
         if res.outcome == "skipped":
-            whose = f" locked by {', '.join(res.skipped_from)}" if res.skipped_from else ""
+            whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
             word = f"skipped {res.skipped_rows} row{'s' if res.skipped_rows != 1 else ''}{whose}"
         notes.append(f"{word} after {ms(res.elapsed_ns)}")
     if rec.was_blocked:
-        who = ", ".join(rec.blockers) or "another transaction"
+        who = names_text(rec.blockers)
         notes.append(f"waited {ms(res.waited_ns)} blocked by {who}")
     if res.budget is not None and (rec.was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout")):
         notes.append(f"budget {budget_text(res.budget)}")
