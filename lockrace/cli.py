@@ -205,7 +205,7 @@ async def run_one(sc, backend, args, origin: str):
                 print(line, flush=True)
 
     if stream:
-        print(f"== {sc.name}: {sc.title} ({backend.server_name}, {origin})")
+        print(transcript.header(sc.name, sc.title, backend.server_name, origin))
     race = Race(backend, sc.session_names())
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)

@@ -23,10 +23,9 @@ from textual.containers import Container, Grid
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..engine.events import Event, ServerNote, StatementFinished, StatementStarted
+from ..engine.events import Event, ServerNote, StatementStarted
 from ..engine.race import Race, SessionBusy
 from ..engine.runner import Entry
-from ..render.tables import result_lines
 from ..scenario.library import builtins
 from ..scenario.model import Scenario
 from ..servers.target import Target
@@ -36,7 +35,7 @@ from .recorder import Recorder
 from .player import permutation_text
 from .scenario_picker import ScenarioPicker
 from .servers import ServerPool
-from .session_log import SessionLog, annotation
+from .session_log import SessionLog
 from .session_panel import SessionPanel
 from .spec_screens import PermutationPicker, SessionChooser
 from .timeline import Timeline, TimelineModel
@@ -140,7 +139,6 @@ class LockraceApp(App[int]):
         self.shown: list[str] = list(SESSION_NAMES)  # the sessions the four panels show, in order
         self.permutation = 0  # the loaded scenario's permutation being stepped
         self.recorder = Recorder(self.engine, self.flavor)
-        self.transcript: list[str] = []
         self.ready = asyncio.Event()  # set each time a race is open and the UI interactive
         self.autoplaying = False
         self.closing = False
@@ -311,7 +309,6 @@ class LockraceApp(App[int]):
         self.timeline_model.clear(names)
         self.timeline.update()
         self.timeline.refresh(layout=True)  # the number of lanes sets its height
-        self.transcript = [f"-- lockrace transcript: {base.title or base.name} on {self.server_label}"]
         self.recorder.clear(engine, self.flavor, base)
         self.logs = {}
         for name in names:
@@ -366,13 +363,8 @@ class LockraceApp(App[int]):
         self.timeline_model.apply(event)
         self.recorder.apply(event)
         if isinstance(event, StatementStarted):
-            self.transcript.append(f"{event.session}> {event.sql}")
             if self._ticker is None or self._ticker.done():
                 self._ticker = asyncio.create_task(self._run_ticker(), name="lockrace-redraw")
-        elif isinstance(event, StatementFinished):
-            for line in result_lines(event.result, self.flavor):
-                self.transcript.append(line)
-            self.transcript.append(f"{annotation(event.result)} ({event.session})")
         self.timeline.update()
 
     async def _run_ticker(self) -> None:
@@ -403,7 +395,6 @@ class LockraceApp(App[int]):
         if entry.kind == "note":
             step = self.player.current if self.player is not None else None
             for line in entry.text.splitlines():
-                self.transcript.append(f"-- {line}")
                 if step is not None:
                     self._write(step.session, f"-- {line}", "italic #d7af87")
         elif entry.kind == "launch":
@@ -415,7 +406,6 @@ class LockraceApp(App[int]):
             else:
                 lines = [(f"✗ step {rec.step.name}: {entry.text}", "bold #ff5f5f")]
             for line, style in lines:
-                self.transcript.append(line)
                 self._write(rec.step.session, line, style)
             self._show_bar()
 
@@ -727,19 +717,39 @@ class LockraceApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_save(self) -> None:
-        try:
-            race_path, text_path = self.save_files()
-        except OSError as exc:
-            self.notify(f"could not save: {exc}", severity="error")
-            return
-        self.notify(f"Saved the race as {race_path.name} and the transcript as {text_path.name} in {race_path.parent}")
+        """Ask where to save (a name in the current directory to start with), then save."""
+        from .save_dialog import SaveDialog
 
-    def save_files(self, stem: str | None = None) -> tuple[Path, Path]:
-        stem = stem or time.strftime(f"lockrace-{self.engine}-%Y%m%d-%H%M%S")
-        race_path = self.save_dir / f"{stem}.race"
-        text_path = self.save_dir / f"{stem}.txt"
+        if isinstance(self.screen, SaveDialog):
+            return
+        running = self.recorder.unfinished
+        note = (f"{', '.join(p.session for p in running)} still running: "
+                "a statement that has not finished is not saved." if running else "")
+        default = self.save_dir / f"{time.strftime(f'lockrace-{self.engine}-%Y%m%d-%H%M%S')}.race"
+
+        def chosen(path: Path | None) -> None:
+            if path is None:
+                return
+            try:
+                race_path, text_path = self.save_to(path)
+            except OSError as exc:
+                self.notify(f"could not save: {exc}", severity="error")
+                return
+            self.notify(f"Saved the race as {race_path.name} and the transcript as {text_path.name} in {race_path.parent}")
+
+        self.push_screen(SaveDialog(default, self.save_dir, note), chosen)
+
+    def save_files(self, stem: str) -> tuple[Path, Path]:
+        return self.save_to(self.save_dir / f"{stem}.race")
+
+    def save_to(self, race_path: Path) -> tuple[Path, Path]:
+        """The race as ``race_path`` and, beside it, the transcript ``lockrace run race_path`` prints."""
+        text_path = race_path.with_suffix(".txt")
+        stem = race_path.stem
+        server = self.race.backend.server_name if self.race is not None else self.server_label
         race_path.write_text(self.recorder.race_text(stem), encoding="utf-8")
-        text_path.write_text("\n".join(self.transcript) + "\n", encoding="utf-8")
+        text_path.write_text(self.recorder.transcript_text(stem, server, self.pool.origin(self.engine)),
+                             encoding="utf-8")
         return race_path, text_path
 
     # ------------------------------------------------------------ palette

@@ -54,7 +54,7 @@ def help_text() -> Group:
     for key, what in STATE_HELP:
         label = "failed transaction (ROLLBACK needed)" if key == "failed transaction" else key
         if key == "blocked":
-            label = "BLOCKED by A on accounts row (0,1)"
+            label = "BLOCKED by A on accounts id=1"
         states.add_row(Text(f" {label} ", style=STYLES[key]), what)
     lanes = _grid()
     lanes.add_row("▬", "a statement running (or how long it ran)")

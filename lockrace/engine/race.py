@@ -324,7 +324,9 @@ class Race:
             report = reports.get(s.ident)
             if report is not None:
                 blockers = tuple(self.name_of(i) for i in report.blockers)
-                if stmt.blocked_since is None or blockers != stmt.blockers or report.lock != stmt.lock:
+                shown = report.lock.describe() if report.lock else None  # a report says news only if its words change
+                if stmt.blocked_since is None or blockers != stmt.blockers or (
+                        shown is not None and shown != (stmt.lock.describe() if stmt.lock else None)):
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now
                         if report.waiting_s is not None:
