@@ -97,6 +97,7 @@ class LockraceApp(App[int]):
         Binding("f7", "autoplay", "Auto-play"),
         Binding("f8", "switch_engine", "Engine"),
         Binding("f9", "pick_scenario", "Scenarios"),
+        Binding("ctrl+f", "free_form", "Free-form", show=False),
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+o", "open_file", "Open file", show=False),
         Binding("ctrl+t", "pick_permutation", "Permutation", show=False),
@@ -237,9 +238,9 @@ class LockraceApp(App[int]):
         if self.autoplaying:
             text.append("   ▶ auto-play", style="bold #87d7ff")
         if not player.finished:
-            text.append("   F5 step · F6 run to end · F7 auto-play", style="#9e9e9e")
+            text.append("   F5 step · F6 run to end · F7 auto-play · Ctrl+F free-form", style="#9e9e9e")
         else:
-            text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
+            text.append("   F4 restarts it; keep typing freely; Ctrl+F free-form sandbox", style="#9e9e9e")
 
     def _spec_bar(self, text: Text, player: Player) -> None:
         """The scenario bar for an isolation spec: which permutation, how far, which keys."""
@@ -690,6 +691,13 @@ class LockraceApp(App[int]):
         if result is None:
             self.notify(f"Session {name} could not be rolled back: its statement did not stop.", severity="error")
 
+    def action_free_form(self) -> None:
+        """Back to the free-form sandbox: the scenario is unloaded, fresh sessions and sandbox tables."""
+        was = self.player.scenario.name if self.player is not None else None
+        self.notify((f"{was} unloaded: " if was else "") + "free-form race, fresh sessions and sandbox tables "
+                    "(accounts, jobs).")
+        self.open_race(self.engine, None)
+
     def action_reset(self) -> None:
         scenario = self.player.scenario if self.player is not None else None
         self.notify("Resetting: fresh sessions and sandbox" + (f", {scenario.name} from step 1." if scenario else "."))
@@ -767,6 +775,8 @@ class LockraceApp(App[int]):
         yield SystemCommand(f"Switch engine to {other}", "Tear down this race and open one on the other engine (F8)",
                             self.action_switch_engine)
         yield SystemCommand("Scenarios", "Pick a built-in scenario (F9)", self.action_pick_scenario)
+        yield SystemCommand("Free-form sandbox", "Unload the scenario: fresh sessions and sandbox tables accounts, jobs "
+                            "(Ctrl+F)", self.action_free_form)
         yield SystemCommand("Open scenario file…", "Load a .race scenario or a PostgreSQL isolation .spec file (Ctrl+O)",
                             self.action_open_file)
         if self.player is not None and self.player.permutations > 1:
