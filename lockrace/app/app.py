@@ -26,6 +26,7 @@ from textual.widgets import Footer, Header, Static
 from ..engine.events import Event, ServerNote, StatementStarted
 from ..engine.race import Race, SessionBusy
 from ..engine.runner import Entry
+from ..render.transcript import names_text
 from ..scenario.library import builtins
 from ..scenario.model import Scenario
 from ..servers.target import Target
@@ -399,7 +400,10 @@ class LockraceApp(App[int]):
                 if step is not None:
                     self._write(step.session, f"-- {line}", "italic #d7af87")
         elif entry.kind == "launch":
-            pass  # the highlight moves once the step is done: a relayout now would delay the statement itself
+            # the hint says the step runs (it no longer offers F5 for it); drawn after the statement is on its way
+            self.call_later(self._show_in_progress, entry.record, None)
+        elif entry.kind == "blocked" and entry.record is not None:
+            self.call_later(self._show_in_progress, entry.record, entry)
         elif entry.kind in ("finish", "problem") and entry.record is not None:
             rec = entry.record
             if entry.kind == "finish":
@@ -445,6 +449,27 @@ class LockraceApp(App[int]):
                 panel.show_next(None)
         self._show_bar()
 
+    def _show_in_progress(self, rec, blocked: Entry | None) -> None:
+        """The step being run, in its session's panel, instead of a stale "next, F5" hint: running, or
+        waiting on whom (a step the runner waits for keeps F5 busy until it ends)."""
+        player = self.player
+        if player is None or rec.result is not None or rec.step is not player.current or not player.busy:
+            return  # finished already, or the runner moved on (a step that completes later)
+        step = rec.step
+        first = step.sql.splitlines()[0] if step.sql else ""
+        if blocked is None:
+            text = f"⏳ step {rec.index}/{player.total} running: {step.session}> {first}"
+        else:
+            who = names_text(blocked.blockers)
+            on = f" on {blocked.lock.describe()}" if blocked.lock else ""
+            text = (f"⏳ step {rec.index}/{player.total} waiting: {step.session} is blocked by {who}{on}; "
+                    f"F5 runs step {rec.index + 1} once it ends" if rec.index < player.total else
+                    f"⏳ step {rec.index}/{player.total} waiting: {step.session} is blocked by {who}{on}")
+        for log in self.logs.values():
+            log.next_text = None
+        for panel in self.panels.values():
+            panel.show_next(text if panel.session == step.session else None)
+
     def _show_sessions(self, names: list[str]) -> None:
         """Let the panels show these sessions (at most four), in this order; the rest keep running unseen."""
         focused = self.focused_session()
@@ -489,7 +514,10 @@ class LockraceApp(App[int]):
             self.notify("No scenario loaded: F9 picks one.", severity="warning")
             return
         if self.player.busy:
-            self.notify("A step is still running.", severity="warning")
+            current = self.player.current
+            name = current.session if current is not None else "its session"
+            self.notify(f"Step {self.player.position}/{self.player.total} is still running in {name}: "
+                        "F5 runs the next one once it ends (F2 cancels it).", severity="warning")
             return
         await self._step_once()
 
