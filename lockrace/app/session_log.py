@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..engine.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
-from ..render.transcript import names_text
+from ..render.transcript import holder_words, names_text
 from .status import SessionStatus, budget_words, seconds
 
 OUTCOME_LINE_STYLES = {
@@ -40,6 +40,8 @@ def annotation(result) -> str:
         words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
                  "statement_timeout": "statement timeout"}
         parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
+    if result.outcome == "refused":
+        parts.append(holder_words(result))
     if result.waited_ns or result.blocked_by:
         who = names_text(result.blocked_by)
         parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")

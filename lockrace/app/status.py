@@ -150,6 +150,11 @@ class SessionStatus:
             n = res.skipped_rows
             return Badge("skipped", f"skipped {n} row{'s' if n != 1 else ''}{whose}")
         label = key
+        if res.outcome == "refused":
+            if res.held_by:
+                label = f"refused: {names_text(res.held_by)} {'holds' if len(res.held_by) == 1 else 'hold'} the lock"
+            else:
+                label = "refused: holder gone" if res.held_by == () else "refused: holder unknown"
         if res.outcome == "timed_out" and res.budget is not None:
             label = f"timed out ({budget_words(res.budget)})"
         return Badge(key, label)

@@ -17,7 +17,7 @@ from psycopg import pq, sql as pgsql
 from ..engine.events import Budget, LockInfo, StatementResult
 from ..engine.outcome import classify_postgres
 from ..servers.target import Target, redact
-from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport
+from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
@@ -281,6 +281,18 @@ class PostgresMonitor(MonitorConnection):
             return RowLockHolders(tuple(sorted(p for (p,) in await cur.fetchall())), None)
         except psycopg.Error:
             return RowLockHolders((), None)
+
+    async def refusal_holders(self, sql: str, message: str, exclude: int) -> tuple[int, ...] | None:
+        if "lock on row" in (message or "") or "lock on relation" not in (message or ""):
+            return await super().refusal_holders(sql, message, exclude)
+        table = refused_table(sql, message)  # LOCK TABLE ... NOWAIT: whoever holds a lock on the table
+        try:
+            cur = await self.conn.execute(
+                "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'relation' AND relation = to_regclass(%s)"
+                " AND granted AND pid <> %s ORDER BY pid", [table, exclude])
+            return tuple(p for (p,) in await cur.fetchall())
+        except psycopg.Error:
+            return None
 
     async def connected_idents(self, idents: list[int]) -> set[int]:
         cur = await self.conn.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", [idents])

@@ -67,6 +67,9 @@ class StatementResult:
     waited_ns: int = 0  # time the server reported the statement blocked
     blocked_by: tuple[str, ...] = ()  # sessions that blocked it (last report)
     lock: LockInfo | None = None
+    held_by: tuple[str, ...] | None = None
+    """A refusal (NOWAIT): who held the lock, as the server's lock views said right after it
+    (() they showed no holder any more; None they cannot tell)."""
     skipped_rows: int = 0
     skipped_from: tuple[str, ...] = ()
     budget: Budget | None = None
