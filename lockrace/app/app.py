@@ -239,9 +239,9 @@ class LockraceApp(App[int]):
         if self.autoplaying:
             text.append("   ▶ auto-play", style="bold #87d7ff")
         if not player.finished:
-            text.append("   F5 step · F6 run to end · F7 auto-play · Ctrl+F free-form", style="#9e9e9e")
+            text.append("   F5 step · F6 to end · F7 auto · ^F free-form", style="#9e9e9e")
         else:
-            text.append("   F4 restarts it; keep typing freely; Ctrl+F free-form sandbox", style="#9e9e9e")
+            text.append("   F4 restarts it; keep typing freely; ^F free-form sandbox", style="#9e9e9e")
 
     def _spec_bar(self, text: Text, player: Player) -> None:
         """The scenario bar for an isolation spec: which permutation, how far, which keys."""

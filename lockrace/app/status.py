@@ -51,7 +51,8 @@ STATE_HELP = [
     ("blocked", "the server reports the statement waiting for a lock another session holds"),
     ("timed out", "the wait budget (lock_timeout / innodb_lock_wait_timeout / WAIT n) ran out"),
     ("statement timeout", "statement_timeout / max_statement_time ended the statement"),
-    ("refused", "NOWAIT (or WAIT 0): the lock was not free, so the server refused at once"),
+    ("refused", "NOWAIT (or WAIT 0): the lock was not free, so the server refused at once; the badge names\n"
+                "who held it, as the server's lock views told right after (or says they could not tell)"),
     ("skipped", "SKIP LOCKED passed over rows other sessions hold locked"),
     ("deadlock victim", "the server broke a lock cycle by failing this statement"),
     ("cancelled", "cancelled on request (the cancel key, or a scenario step timeout)"),
