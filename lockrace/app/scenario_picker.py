@@ -101,8 +101,9 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
             with Horizontal():
                 width = max((len(sc.name) for sc in self.scenarios), default=10) + 2
                 self._width = width
+                self.compact = self.app.size.width < 120
                 picker_list = OptionList(*self._options(), id="picker-list")
-                picker_list.styles.width = width + 9 + 8
+                picker_list.styles.width = width + (4 if self.compact else 9 + 8)
                 yield picker_list
                 with VerticalScroll(id="picker-detail-box"):
                     yield Static(id="picker-detail")
@@ -114,8 +115,11 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
         options = []
         for sc in self.shown:
             mark = "" if sc.runs_on(self.engine) else " ↔"
-            label = Text.assemble((f"{sc.name:<{self._width}}", "bold"), (f"{','.join(sc.engines):<9}", "#9e9e9e"),
-                                  (mark, "#ffd75f"))
+            if self.compact:  # a narrow terminal: the name and the mark (the lesson pane says the engines)
+                label = Text.assemble((sc.name, "bold"), (mark, "#ffd75f"))
+            else:
+                label = Text.assemble((f"{sc.name:<{self._width}}", "bold"), (f"{','.join(sc.engines):<9}", "#9e9e9e"),
+                                      (mark, "#ffd75f"))
             options.append(Option(label, id=sc.name))
         return options
 
