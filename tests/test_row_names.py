@@ -49,3 +49,27 @@ async def test_table_without_key_keeps_the_ctid(pg_backend, make_race):
     lock, _ = await blocked_lock(race, ["SELECT v FROM heap WHERE v = 2 FOR UPDATE;"],
                                  "DELETE FROM heap WHERE v = 2;")
     assert lock.describe() == "heap row (0,2) ShareLock"
+
+
+async def test_naming_a_row_is_bounded_behind_a_queued_table_lock(pg_backend, make_race):
+    """C queues ACCESS EXCLUSIVE behind A: reading the table to name a row would queue
+    behind C; the monitor gives up after its 50 ms lock_timeout and keeps the ctid."""
+    import time
+
+    race = await make_race(pg_backend, ("A", "C"))
+    await pg_backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);"
+                                "INSERT INTO accounts VALUES (1, 100);"])
+    assert (await race.run("A", "BEGIN;")).outcome == "ok"
+    assert (await race.run("A", "SELECT * FROM accounts;")).outcome == "ok"
+    assert (await race.run("C", "BEGIN;")).outcome == "ok"
+    stmt = race.submit("C", "LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE;")
+    assert await race.wait_blocked_or_done(stmt, 10)
+    t0 = time.perf_counter()
+    name = await race.monitor._row_name(-1, "accounts", 0, 1)
+    took = time.perf_counter() - t0
+    assert name == "0,1" and took < 1.0
+    assert (await race.monitor.waits([race.sessions["C"].ident]))  # the monitor still answers
+    await race.run("A", "COMMIT;")
+    await stmt.done.wait()
+    await race.run("C", "ROLLBACK;")
+    assert await race.monitor._row_name(-2, "accounts", 0, 1) == "id=1"  # unqueued: named by its key

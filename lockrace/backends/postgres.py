@@ -221,18 +221,19 @@ class PostgresMonitor(MonitorConnection):
             return seen[1]
         name = ctid
         try:
-            cols = await self._key_columns(rel)
-            if cols:
-                query = pgsql.SQL("SELECT {} FROM {} WHERE ctid = %s::tid").format(
-                    pgsql.SQL(", ").join(pgsql.SQL("{}::text").format(pgsql.Identifier(c)) for c in cols),
-                    pgsql.SQL(rel))  # rel is the server's own regclass text, quoted where needed
-                # bounded: a pending ACCESS EXCLUSIVE on the table must not stall the monitor
-                async with self.conn.transaction():
-                    await self.conn.execute("SET LOCAL lock_timeout = '50ms'; SET LOCAL statement_timeout = '500ms'")
+            # bounded: a pending ACCESS EXCLUSIVE on the table must not stall the monitor
+            async with self.conn.transaction():
+                await self.conn.execute("SET LOCAL lock_timeout = '50ms'; SET LOCAL statement_timeout = '500ms'")
+                cols = await self._key_columns(rel)
+                row = None
+                if cols:
+                    query = pgsql.SQL("SELECT {} FROM {} WHERE ctid = %s::tid").format(
+                        pgsql.SQL(", ").join(pgsql.SQL("{}::text").format(pgsql.Identifier(c)) for c in cols),
+                        pgsql.SQL(rel))  # rel is the server's own regclass text, quoted where needed
                     cur = await self.conn.execute(query, [f"({ctid})"])
                     row = await cur.fetchone()
-                if row is not None:
-                    name = ", ".join(f"{c}={_key_value(v)}" for c, v in zip(cols, row))
+            if row is not None:
+                name = ", ".join(f"{c}={_key_value(v)}" for c, v in zip(cols, row))
         except psycopg.Error:
             pass
         self._rows[pid] = ((rel, ctid), name)
