@@ -77,6 +77,7 @@ async def test_hint_says_the_step_is_waiting_not_next(pg_server):
         assert "next, F5" not in hint
         assert hint.startswith("⏳ step 4/5 waiting: B is blocked by A on accounts id=1")
         assert all(p.session_log.next_text is None for s, p in app.panels.items() if s != "B")
+        assert "step 4/5 in progress" in str(app.query_one("#scenario-bar").render())
         await until(pilot, lambda: not player.busy, timeout=10, what="step 4 timed out")
         await pilot.pause()
         assert "next, F5: step 5/5" in app.panels["A"].session_log.next_text

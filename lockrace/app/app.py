@@ -216,7 +216,7 @@ class LockraceApp(App[int]):
             text.append(f" {sc.name} ", style="bold #101010 on #ffd75f")
             text.append(f"  {sc.title}", style="bold")
             met, bad = player.met()
-            state = "finished" if player.finished else f"next step {player.position + 1}/{player.total}"
+            state = self._progress_words(player)
             text.append(f"   {state} · ", style="#c0c0c0")
             text.append(f"✓ {met} met", style="bold #5fd75f")
             text.append(" · ")
@@ -235,6 +235,14 @@ class LockraceApp(App[int]):
         bar.update(text, layout=scenario != (self._bar_shown or (None,))[0] or text.plain.count("\n") != before)
         self._bar_shown = (scenario, text.plain)
 
+    @staticmethod
+    def _progress_words(player: Player) -> str:
+        if player.finished:
+            return "finished"
+        if player.busy and player.current is not None:  # launched, not yet done: F5 waits for it
+            return f"step {player.position}/{player.total} in progress"
+        return f"next step {player.position + 1}/{player.total}"
+
     def _play_keys(self, text: Text, player: Player) -> None:
         if self.autoplaying:
             text.append("   ▶ auto-play", style="bold #87d7ff")
@@ -248,7 +256,7 @@ class LockraceApp(App[int]):
         sc = player.scenario
         text.append(f" {sc.name} ", style="bold #101010 on #d7afff")
         text.append(f"  {sc.title}", style="bold")
-        state = "finished" if player.finished else f"next step {player.position + 1}/{player.total}"
+        state = self._progress_words(player)
         text.append(f"   {state}", style="#c0c0c0")
         self._play_keys(text, player)
         text.append("\n")
@@ -469,6 +477,7 @@ class LockraceApp(App[int]):
             log.next_text = None
         for panel in self.panels.values():
             panel.show_next(text if panel.session == step.session else None)
+        self._show_bar()
 
     def _show_sessions(self, names: list[str]) -> None:
         """Let the panels show these sessions (at most four), in this order; the rest keep running unseen."""
