@@ -25,7 +25,7 @@ async def test_row_refusal_names_the_holder(engine, backend, make_race):
     res = await race.run("B", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT;")
     assert res.outcome == "refused"
     assert res.held_by == ("A",)
-    assert holder_words(res) == "A holds locks on that table"
+    assert holder_words(res) == "lock held by A"
     await race.run("A", "COMMIT;")
 
 
@@ -45,8 +45,8 @@ async def test_table_refusal_names_every_holder(pg_backend, make_race):
 
 
 @pytest.mark.parametrize("held_by, badge, words", [
-    (("A",), "refused: A holds the lock", "A holds locks on that table"),
-    (("A", "B"), "refused: A and B hold the lock", "A and B hold locks on that table"),
+    (("A",), "refused: A holds the lock", "lock held by A"),
+    (("A", "B"), "refused: A and B hold the lock", "lock held by A and B"),
     ((), "refused: holder gone", "the lock views showed no holder any more"),
     # no real server refuses to answer on cue: a result as the engine leaves it when the views failed
     (None, "refused: holder unknown", "the server's lock views cannot tell who holds the lock"),

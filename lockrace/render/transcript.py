@@ -7,7 +7,7 @@
     (1 row)
     B> SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT;
     ERROR: 55P03: could not obtain lock on row in relation "accounts"
-    -- refused after 0.4 ms; A holds locks on that table
+    -- refused after 0.4 ms; lock held by A
 
 Lines starting with ``--`` are lockrace's own annotations: waits (who
 blocked whom, for how long, against which budget), outcomes and skips.
@@ -54,8 +54,7 @@ def holder_words(result) -> str:
         return "the server's lock views cannot tell who holds the lock"
     if not result.held_by:
         return "the lock views showed no holder any more"
-    held = names_text(result.held_by)
-    return f"{held} {'holds' if len(result.held_by) == 1 else 'hold'} locks on that table"
+    return f"lock held by {names_text(result.held_by)}"
 
 
 def ms(ns: int) -> str:
