@@ -11,7 +11,7 @@ from lockrace.cli import build_parser
 from lockrace.render.transcript import names_text
 
 REPO = Path(__file__).resolve().parents[1]
-INTERNAL = re.compile(r"\bseeds?\b|\bseeds'|\bissue\s*\d+|\bissues?\b", re.IGNORECASE)
+INTERNAL = re.compile(r"\bseeds?\b|\bseeds'|\bissues?\s*#?\d+", re.IGNORECASE)  # 'lockrace issues a statement' is fine
 ALLOWED = re.compile(r"hypothesis|random", re.IGNORECASE)
 
 
