@@ -1,4 +1,4 @@
-"""Holder vs waiter, the seed's table: same as ``lockrace bench [flags]``.
+"""Holder vs waiter, every wait mode: same as ``lockrace bench [flags]``.
 
     python bench/holder_waiter.py --runs 30
     python bench/holder_waiter.py --engine mysql --json

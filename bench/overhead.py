@@ -1,4 +1,4 @@
-"""Engine overhead (issue 2, item 10): same as ``lockrace bench --overhead [flags]``.
+"""Engine overhead: same as ``lockrace bench --overhead [flags]``.
 
 NOWAIT refusals and bounded waits through lockrace's engine and through the bare
 driver, interleaved, 30 runs each.

@@ -13,7 +13,7 @@ the way a terminal would, and measures from the outside:
 * quit: Ctrl+Q until the process exits (statements cancelled, transactions
   rolled back, server stopped).
 
-Targets (issue 3): latency < 50 ms, idle CPU < 5 % of a core, start-up < 2 s.
+Targets: latency < 50 ms, idle CPU < 5 % of a core, start-up < 2 s.
 Prints figures; it is a benchmark, not a test.
 
     python bench/responsiveness.py [--keys 40] [--idle 5]

@@ -1,4 +1,4 @@
-"""Soak (issue 7, item 8): many scenario runs in a row in one process.
+"""Soak: many scenario runs in a row in one process.
 
 Runs built-in scenarios back to back on each engine -- each run opens a Race,
 resets the sandbox, runs every step, tears down and closes, exactly as

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run", help="run scenarios headless and verify their expectations",
         description="Run scenarios (built-in names, .race files or PostgreSQL isolation .spec files) on real "
-                    "servers, print a transcript in the seeds' style and check every expectation.",
+                    "servers, print a transcript (psql-style results with lockrace's annotations) and check every expectation.",
         epilog="exit status: 0 all expectations held, 1 one failed, 2 unusable input.",
     )
     run.add_argument("scenarios", nargs="+", metavar="NAME_OR_PATH", help="built-in name (see 'lockrace list') or file")
@@ -235,7 +235,7 @@ async def run_one(sc, backend, args, origin: str):
                 print(line, flush=True)
 
     if stream:
-        print(f"== {sc.name}: {sc.title} ({backend.server_name}, {origin})")
+        print(transcript.header(sc.name, sc.title, backend.server_name, origin))
     race = Race(backend, sc.session_names())
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)

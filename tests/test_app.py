@@ -66,7 +66,7 @@ async def test_nowait_shows_refused(pg_server):
         await finished(pilot, app, "A", 2)
         await enter(pilot, app, "B", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT;")
         await finished(pilot, app, "B", 1)
-        assert badge(app, "B") == "refused"
+        assert badge(app, "B") == "refused: A holds the lock"  # as pgrowlocks told right after the refusal
         assert 'ERROR: 55P03: could not obtain lock on row in relation "accounts"' in panel_text(app, "B")
 
 

@@ -69,6 +69,8 @@ def test_run_transcript_and_json():
     assert report["passed"] and report["server"].startswith("PostgreSQL 18")
     refused = report["steps"][2]
     assert refused["outcome"] == "refused" and refused["code"] == "55P03"
+    assert refused["held_by"] == ["A"]  # asked right after the refusal
     text = lockrace("run", "pg-nowait").stdout
     assert 'ERROR: 55P03: could not obtain lock on row in relation "accounts"' in text
+    assert "; lock held by A" in text
     assert "Verified against PostgreSQL 18" in text

@@ -23,10 +23,10 @@ from textual.containers import Container, Grid
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..engine.events import Event, ServerNote, StatementFinished, StatementStarted
+from ..engine.events import Event, ServerNote, StatementStarted
 from ..engine.race import Race, SessionBusy
 from ..engine.runner import Entry
-from ..render.tables import result_lines
+from ..render.transcript import names_text
 from ..scenario.library import builtins
 from ..scenario.model import Scenario
 from ..servers.target import Target
@@ -36,7 +36,7 @@ from .recorder import Recorder
 from .player import permutation_text
 from .scenario_picker import ScenarioPicker
 from .servers import ServerPool
-from .session_log import SessionLog, annotation
+from .session_log import SessionLog
 from .session_panel import SessionPanel
 from .spec_screens import PermutationPicker, SessionChooser
 from .timeline import Timeline, TimelineModel
@@ -98,6 +98,7 @@ class LockraceApp(App[int]):
         Binding("f7", "autoplay", "Auto-play"),
         Binding("f8", "switch_engine", "Engine"),
         Binding("f9", "pick_scenario", "Scenarios"),
+        Binding("ctrl+f", "free_form", "Free-form", show=False),
         Binding("ctrl+s", "save", "Save"),
         Binding("ctrl+o", "open_file", "Open file", show=False),
         Binding("ctrl+t", "pick_permutation", "Permutation", show=False),
@@ -140,7 +141,6 @@ class LockraceApp(App[int]):
         self.shown: list[str] = list(SESSION_NAMES)  # the sessions the four panels show, in order
         self.permutation = 0  # the loaded scenario's permutation being stepped
         self.recorder = Recorder(self.engine, self.flavor)
-        self.transcript: list[str] = []
         self.ready = asyncio.Event()  # set each time a race is open and the UI interactive
         self.autoplaying = False
         self.closing = False
@@ -216,7 +216,7 @@ class LockraceApp(App[int]):
             text.append(f" {sc.name} ", style="bold #101010 on #ffd75f")
             text.append(f"  {sc.title}", style="bold")
             met, bad = player.met()
-            state = "finished" if player.finished else f"next step {player.position + 1}/{player.total}"
+            state = self._progress_words(player)
             text.append(f"   {state} · ", style="#c0c0c0")
             text.append(f"✓ {met} met", style="bold #5fd75f")
             text.append(" · ")
@@ -235,20 +235,28 @@ class LockraceApp(App[int]):
         bar.update(text, layout=scenario != (self._bar_shown or (None,))[0] or text.plain.count("\n") != before)
         self._bar_shown = (scenario, text.plain)
 
+    @staticmethod
+    def _progress_words(player: Player) -> str:
+        if player.finished:
+            return "finished"
+        if player.busy and player.current is not None:  # launched, not yet done: F5 waits for it
+            return f"step {player.position}/{player.total} in progress"
+        return f"next step {player.position + 1}/{player.total}"
+
     def _play_keys(self, text: Text, player: Player) -> None:
         if self.autoplaying:
             text.append("   ▶ auto-play", style="bold #87d7ff")
         if not player.finished:
-            text.append("   F5 step · F6 run to end · F7 auto-play", style="#9e9e9e")
+            text.append("   F5 step · F6 to end · F7 auto · ^F free-form", style="#9e9e9e")
         else:
-            text.append("   F4 restarts it; keep typing freely", style="#9e9e9e")
+            text.append("   F4 restarts it; keep typing freely; ^F free-form sandbox", style="#9e9e9e")
 
     def _spec_bar(self, text: Text, player: Player) -> None:
         """The scenario bar for an isolation spec: which permutation, how far, which keys."""
         sc = player.scenario
         text.append(f" {sc.name} ", style="bold #101010 on #d7afff")
         text.append(f"  {sc.title}", style="bold")
-        state = "finished" if player.finished else f"next step {player.position + 1}/{player.total}"
+        state = self._progress_words(player)
         text.append(f"   {state}", style="#c0c0c0")
         self._play_keys(text, player)
         text.append("\n")
@@ -311,7 +319,6 @@ class LockraceApp(App[int]):
         self.timeline_model.clear(names)
         self.timeline.update()
         self.timeline.refresh(layout=True)  # the number of lanes sets its height
-        self.transcript = [f"-- lockrace transcript: {base.title or base.name} on {self.server_label}"]
         self.recorder.clear(engine, self.flavor, base)
         self.logs = {}
         for name in names:
@@ -366,13 +373,8 @@ class LockraceApp(App[int]):
         self.timeline_model.apply(event)
         self.recorder.apply(event)
         if isinstance(event, StatementStarted):
-            self.transcript.append(f"{event.session}> {event.sql}")
             if self._ticker is None or self._ticker.done():
                 self._ticker = asyncio.create_task(self._run_ticker(), name="lockrace-redraw")
-        elif isinstance(event, StatementFinished):
-            for line in result_lines(event.result, self.flavor):
-                self.transcript.append(line)
-            self.transcript.append(f"{annotation(event.result)} ({event.session})")
         self.timeline.update()
 
     async def _run_ticker(self) -> None:
@@ -403,11 +405,13 @@ class LockraceApp(App[int]):
         if entry.kind == "note":
             step = self.player.current if self.player is not None else None
             for line in entry.text.splitlines():
-                self.transcript.append(f"-- {line}")
                 if step is not None:
                     self._write(step.session, f"-- {line}", "italic #d7af87")
         elif entry.kind == "launch":
-            pass  # the highlight moves once the step is done: a relayout now would delay the statement itself
+            # the hint says the step runs (it no longer offers F5 for it); drawn after the statement is on its way
+            self.call_later(self._show_in_progress, entry.record, None)
+        elif entry.kind == "blocked" and entry.record is not None:
+            self.call_later(self._show_in_progress, entry.record, entry)
         elif entry.kind in ("finish", "problem") and entry.record is not None:
             rec = entry.record
             if entry.kind == "finish":
@@ -415,7 +419,6 @@ class LockraceApp(App[int]):
             else:
                 lines = [(f"✗ step {rec.step.name}: {entry.text}", "bold #ff5f5f")]
             for line, style in lines:
-                self.transcript.append(line)
                 self._write(rec.step.session, line, style)
             self._show_bar()
 
@@ -452,6 +455,28 @@ class LockraceApp(App[int]):
                                 f"{step.session}> {first}{more}{note}")
             else:
                 panel.show_next(None)
+        self._show_bar()
+
+    def _show_in_progress(self, rec, blocked: Entry | None) -> None:
+        """The step being run, in its session's panel, instead of a stale "next, F5" hint: running, or
+        waiting on whom (a step the runner waits for keeps F5 busy until it ends)."""
+        player = self.player
+        if player is None or rec.result is not None or rec.step is not player.current or not player.busy:
+            return  # finished already, or the runner moved on (a step that completes later)
+        step = rec.step
+        first = step.sql.splitlines()[0] if step.sql else ""
+        if blocked is None:
+            text = f"⏳ step {rec.index}/{player.total} running: {step.session}> {first}"
+        else:
+            who = names_text(blocked.blockers)
+            on = f" on {blocked.lock.describe()}" if blocked.lock else ""
+            text = (f"⏳ step {rec.index}/{player.total} waiting: {step.session} is blocked by {who}{on}; "
+                    f"F5 runs step {rec.index + 1} once it ends" if rec.index < player.total else
+                    f"⏳ step {rec.index}/{player.total} waiting: {step.session} is blocked by {who}{on}")
+        for log in self.logs.values():
+            log.next_text = None
+        for panel in self.panels.values():
+            panel.show_next(text if panel.session == step.session else None)
         self._show_bar()
 
     def _show_sessions(self, names: list[str]) -> None:
@@ -498,7 +523,10 @@ class LockraceApp(App[int]):
             self.notify("No scenario loaded: F9 picks one.", severity="warning")
             return
         if self.player.busy:
-            self.notify("A step is still running.", severity="warning")
+            current = self.player.current
+            name = current.session if current is not None else "its session"
+            self.notify(f"Step {self.player.position}/{self.player.total} is still running in {name}: "
+                        "F5 runs the next one once it ends (F2 cancels it).", severity="warning")
             return
         await self._step_once()
 
@@ -700,6 +728,13 @@ class LockraceApp(App[int]):
         if result is None:
             self.notify(f"Session {name} could not be rolled back: its statement did not stop.", severity="error")
 
+    def action_free_form(self) -> None:
+        """Back to the free-form sandbox: the scenario is unloaded, fresh sessions and sandbox tables."""
+        was = self.player.scenario.name if self.player is not None else None
+        self.notify((f"{was} unloaded: " if was else "") + "free-form race, fresh sessions and sandbox tables "
+                    "(accounts, jobs).")
+        self.open_race(self.engine, None)
+
     def action_reset(self) -> None:
         scenario = self.player.scenario if self.player is not None else None
         self.notify("Resetting: fresh sessions and sandbox" + (f", {scenario.name} from step 1." if scenario else "."))
@@ -727,19 +762,39 @@ class LockraceApp(App[int]):
             self.push_screen(HelpScreen())
 
     def action_save(self) -> None:
-        try:
-            race_path, text_path = self.save_files()
-        except OSError as exc:
-            self.notify(f"could not save: {exc}", severity="error")
-            return
-        self.notify(f"Saved the race as {race_path.name} and the transcript as {text_path.name} in {race_path.parent}")
+        """Ask where to save (a name in the current directory to start with), then save."""
+        from .save_dialog import SaveDialog
 
-    def save_files(self, stem: str | None = None) -> tuple[Path, Path]:
-        stem = stem or time.strftime(f"lockrace-{self.engine}-%Y%m%d-%H%M%S")
-        race_path = self.save_dir / f"{stem}.race"
-        text_path = self.save_dir / f"{stem}.txt"
+        if isinstance(self.screen, SaveDialog):
+            return
+        running = self.recorder.unfinished
+        note = (f"{', '.join(p.session for p in running)} still running: "
+                "a statement that has not finished is not saved." if running else "")
+        default = self.save_dir / f"{time.strftime(f'lockrace-{self.engine}-%Y%m%d-%H%M%S')}.race"
+
+        def chosen(path: Path | None) -> None:
+            if path is None:
+                return
+            try:
+                race_path, text_path = self.save_to(path)
+            except OSError as exc:
+                self.notify(f"could not save: {exc}", severity="error")
+                return
+            self.notify(f"Saved the race as {race_path.name} and the transcript as {text_path.name} in {race_path.parent}")
+
+        self.push_screen(SaveDialog(default, self.save_dir, note), chosen)
+
+    def save_files(self, stem: str) -> tuple[Path, Path]:
+        return self.save_to(self.save_dir / f"{stem}.race")
+
+    def save_to(self, race_path: Path) -> tuple[Path, Path]:
+        """The race as ``race_path`` and, beside it, the transcript ``lockrace run race_path`` prints."""
+        text_path = race_path.with_suffix(".txt")
+        stem = race_path.stem
+        server = self.race.backend.server_name if self.race is not None else self.server_label
         race_path.write_text(self.recorder.race_text(stem), encoding="utf-8")
-        text_path.write_text("\n".join(self.transcript) + "\n", encoding="utf-8")
+        text_path.write_text(self.recorder.transcript_text(stem, server, self.pool.origin(self.engine)),
+                             encoding="utf-8")
         return race_path, text_path
 
     # ------------------------------------------------------------ palette
@@ -757,6 +812,8 @@ class LockraceApp(App[int]):
         yield SystemCommand(f"Switch engine to {other}", "Tear down this race and open one on the other engine (F8)",
                             self.action_switch_engine)
         yield SystemCommand("Scenarios", "Pick a built-in scenario (F9)", self.action_pick_scenario)
+        yield SystemCommand("Free-form sandbox", "Unload the scenario: fresh sessions and sandbox tables accounts, jobs "
+                            "(Ctrl+F)", self.action_free_form)
         yield SystemCommand("Open scenario file…", "Load a .race scenario or a PostgreSQL isolation .spec file (Ctrl+O)",
                             self.action_open_file)
         if self.player is not None and self.player.permutations > 1:

@@ -27,11 +27,12 @@ KEYS = [
     ("F6", "scenario: run to the end"),
     ("F7", "scenario: auto-play on / off (one step every 1.5 s)"),
     ("F8", "switch engine: PostgreSQL ↔ MariaDB/MySQL (both servers stay up until quit)"),
-    ("F9", "scenario picker (built-ins; or type a .race / .spec file path)"),
+    ("F9", "scenario picker: this engine's first; type to filter, Enter loads"),
+    ("Ctrl+F", "back to the free-form sandbox (fresh sessions and tables)"),
     ("Ctrl+O", "open a .race scenario or a PostgreSQL isolation .spec file by path"),
     ("Ctrl+T", "isolation spec: choose which permutation to step (restarts it from its setup)"),
     ("Ctrl+G", "choose which sessions the four panels show (more than four sessions)"),
-    ("Ctrl+S", "save the race so far as a .race scenario and its transcript as .txt"),
+    ("Ctrl+S", "save the race: asks where; writes .race and the .txt `lockrace run` prints"),
     ("Ctrl+L", "race lab: holder vs waiter in every wait mode, measured on this server"),
     ("Ctrl+P", "command palette (every action, and each scenario by name)"),
     ("F1", "this help"),
@@ -54,15 +55,18 @@ def help_text() -> Group:
     for key, what in STATE_HELP:
         label = "failed transaction (ROLLBACK needed)" if key == "failed transaction" else key
         if key == "blocked":
-            label = "BLOCKED by A on accounts row (0,1)"
+            label = "BLOCKED by A on accounts id=1"
         states.add_row(Text(f" {label} ", style=STYLES[key]), what)
+    borders = _grid()
+    borders.add_row(Text("┏━┓ heavy, blue", style="bold #5fafff"), "the focused panel (where typing goes)")
+    borders.add_row(Text("┏╍┓ dashed, amber", style="bold #ffd75f"), "a blocked session; focused and blocked: heavy amber")
     lanes = _grid()
     lanes.add_row("▬", "a statement running (or how long it ran)")
     lanes.add_row("█", "the stretch the server reported it blocked")
     lanes.add_row("┃", "where its wait budget ends: start + lock_timeout / innodb_lock_wait_timeout / WAIT n")
     heading = lambda text: Text(f"\n{text}", style="bold underline")  # noqa: E731
     return Group(heading("Keys"), keys, heading("Session states (badge colour and text)"), states,
-                 heading("Timeline"), lanes)
+                 heading("Panel borders"), borders, heading("Timeline"), lanes)
 
 
 class HelpScreen(ModalScreen[None]):

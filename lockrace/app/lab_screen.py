@@ -1,5 +1,5 @@
 """The race lab in the app: runs holder vs waiter on the current server and
-shows the seed's table, filling in as runs finish, plus a strip of every
+shows the holder-vs-waiter table, filling in as runs finish, plus a strip of every
 individual wait per mode on a log time axis."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..engine.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
+from ..render.transcript import holder_words, names_text
 from .status import SessionStatus, budget_words, seconds
 
 OUTCOME_LINE_STYLES = {
@@ -32,15 +33,17 @@ def annotation(result) -> str:
     if result.outcome == "ok":
         parts.append(f"ok in {took}")
     elif result.outcome == "skipped":
-        whose = f" locked by {', '.join(result.skipped_from)}" if result.skipped_from else ""
+        whose = f" locked by {names_text(result.skipped_from)}" if result.skipped_from else ""
         n = result.skipped_rows
         parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
     else:
         words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
                  "statement_timeout": "statement timeout"}
         parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
+    if result.outcome == "refused":
+        parts.append(holder_words(result))
     if result.waited_ns or result.blocked_by:
-        who = ", ".join(result.blocked_by) or "another transaction"
+        who = names_text(result.blocked_by)
         parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
     if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused")):
         parts.append(f"budget {budget_words(result.budget)}")

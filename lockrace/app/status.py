@@ -21,7 +21,7 @@ from ..engine.events import (
     StatementStarted,
     StatementUnblocked,
 )
-from ..render.transcript import OUTCOME_WORDS, budget_amount
+from ..render.transcript import OUTCOME_WORDS, budget_amount, names_text
 
 # badge key -> (label, style); the label may be extended with details
 STYLES = {
@@ -51,7 +51,8 @@ STATE_HELP = [
     ("blocked", "the server reports the statement waiting for a lock another session holds"),
     ("timed out", "the wait budget (lock_timeout / innodb_lock_wait_timeout / WAIT n) ran out"),
     ("statement timeout", "statement_timeout / max_statement_time ended the statement"),
-    ("refused", "NOWAIT (or WAIT 0): the lock was not free, so the server refused at once"),
+    ("refused", "NOWAIT (or WAIT 0): the lock was not free, so the server refused at once; the badge names\n"
+                "who held it, as the server's lock views told right after (or says they could not tell)"),
     ("skipped", "SKIP LOCKED passed over rows other sessions hold locked"),
     ("deadlock victim", "the server broke a lock cycle by failing this statement"),
     ("cancelled", "cancelled on request (the cancel key, or a scenario step timeout)"),
@@ -135,7 +136,7 @@ class SessionStatus:
         run = self.running
         if run is not None:
             if run.blocked_since is not None:
-                who = ", ".join(run.blockers) or "another transaction"
+                who = names_text(run.blockers)
                 on = f" on {run.lock.describe()}" if run.lock else ""
                 return Badge("blocked", f"BLOCKED by {who}{on}")
             return Badge("running", "running")
@@ -146,10 +147,15 @@ class SessionStatus:
         if res.outcome == "ok":
             return None
         if res.outcome == "skipped":
-            whose = f" locked by {', '.join(res.skipped_from)}" if res.skipped_from else ""
+            whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
             n = res.skipped_rows
             return Badge("skipped", f"skipped {n} row{'s' if n != 1 else ''}{whose}")
         label = key
+        if res.outcome == "refused":
+            if res.held_by:
+                label = f"refused: {names_text(res.held_by)} {'holds' if len(res.held_by) == 1 else 'hold'} the lock"
+            else:
+                label = "refused: holder gone" if res.held_by == () else "refused: holder unknown"
         if res.outcome == "timed_out" and res.budget is not None:
             label = f"timed out ({budget_words(res.budget)})"
         return Badge(key, label)
@@ -174,7 +180,7 @@ class SessionStatus:
         waited = (now - run.started_ns) / 1e9
         # tenths while they matter; whole seconds on long waits (fewer repaints)
         shown = f"{waited:.1f} s" if waited < 10 else f"{int(waited)} s"
-        who = ", ".join(run.blockers) or "another transaction"
+        who = names_text(run.blockers)
         if run.budget is None or run.budget.ms == 0:
-            return f"waiting {shown}, no budget: waits until {who} ends"
+            return f"waiting {shown}, no budget: waits until {who} {'end' if len(run.blockers) > 1 else 'ends'}"
         return f"waiting {shown} of {budget_words(run.budget)} budget"

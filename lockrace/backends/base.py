@@ -79,6 +79,14 @@ class MonitorConnection(ABC):
     async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
         """Backends other than ``exclude`` holding row locks on ``table``."""
 
+    async def refusal_holders(self, sql: str, message: str, exclude: int) -> tuple[int, ...] | None:
+        """Right after a NOWAIT refusal: the other backends holding locks on the table it
+        wanted, as far as the server's lock views tell (None: they cannot tell)."""
+        table = refused_table(sql, message)
+        if table is None:
+            return None
+        return (await self.row_lock_holders(table, exclude)).holders
+
     @abstractmethod
     async def connected_idents(self, idents: list[int]) -> set[int]:
         """Which of ``idents`` still have a connection on the server."""
@@ -147,6 +155,16 @@ def skip_probe(sql: str) -> tuple[str, int | None, str | None] | None:
         probe = probe[: m.start()] + probe[m.end() :]
     table = _FROM_TABLE.search(probe)
     return probe, limit, table.group(1) if table else None
+
+
+_QUOTED_RELATION = re.compile(r'relation "([^"]+)"')
+_STATEMENT_TABLE = re.compile(r"\b(?:FROM|UPDATE|INTO|TABLE)\s+`?([A-Za-z_][\w$]*)`?", re.IGNORECASE)
+
+
+def refused_table(sql: str, message: str) -> str | None:
+    """The table a refused statement wanted: the one the server's message names, else the statement's."""
+    m = _QUOTED_RELATION.search(message or "") or _STATEMENT_TABLE.search(sql or "")
+    return m.group(1) if m else None
 
 
 def count_skipped(plain: list[tuple], got: list[tuple], limit: int | None) -> int:

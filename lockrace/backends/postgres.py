@@ -17,7 +17,7 @@ from psycopg import pq, sql as pgsql
 from ..engine.events import Budget, LockInfo, StatementResult
 from ..engine.outcome import classify_postgres
 from ..servers.target import Target, redact
-from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport
+from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
@@ -44,6 +44,12 @@ LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND NOT l.grante
 LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND l.granted AND l.locktype = 'tuple' LIMIT 1) t ON true
 WHERE a.pid = ANY(%s) AND a.wait_event_type = 'Lock'
 """
+
+
+def _key_value(text: str | None) -> str:
+    if text is None:
+        return "NULL"
+    return text if re.fullmatch(r"-?\d+(\.\d+)?", text) else "'" + text.replace("'", "''") + "'"
 
 
 def _connect_error(exc: Exception, target: Target) -> ConnectError:
@@ -177,6 +183,8 @@ class PostgresMonitor(MonitorConnection):
         waited = "extract(epoch FROM clock_timestamp() - w.waitstart)::float8" \
             if conn.info.server_version >= 140000 else "NULL::float8"
         self._waits_sql = _WAITS_SQL.replace("{waited}", waited)
+        self._rows: dict[int, tuple[tuple[str, str], str]] = {}  # pid -> ((table, ctid), row name)
+        self._keys: dict[str, list[str]] = {}  # table -> primary key columns
 
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         cur = self.conn.cursor()
@@ -191,15 +199,54 @@ class PostgresMonitor(MonitorConnection):
                     key = str((int(classid) << 32) | int(objid))
                 lock = LockInfo("advisory", mode or "", "", key)
             elif locktype == "tuple":
-                lock = LockInfo("tuple", mode or "", rel or "", f"{page},{tup}")
+                lock = LockInfo("tuple", mode or "", rel or "", await self._row_name(pid, rel, page, tup))
             elif locktype == "transactionid":
                 # a row lock: the waiter holds the tuple lock and waits for the holder's xid
-                detail = f"{tpage},{ttup}" if trel else f"xid {xid}"
+                detail = await self._row_name(pid, trel, tpage, ttup) if trel else f"xid {xid}"
                 lock = LockInfo("tuple" if trel else "transactionid", mode or "", trel or "", detail)
             elif locktype:
                 lock = LockInfo(locktype, mode or "", rel or "", "")
             reports[pid] = WaitReport(pid, tuple(blockers or ()), lock, waiting_s)
+        for pid in [p for p in self._rows if p not in reports]:
+            del self._rows[pid]  # that wait is over: its row is named afresh next time
         return reports
+
+    async def _row_name(self, pid: int, rel: str, page: int, tup: int) -> str:
+        """The waited-on row by its primary key ('id=1'), read at its ctid; the ctid
+        ('0,4') when the table has no primary key or the row cannot be read.  Once per
+        wait: a ctid names another row after an UPDATE, its key does not."""
+        ctid = f"{page},{tup}"
+        seen = self._rows.get(pid)
+        if seen is not None and seen[0] == (rel, ctid):
+            return seen[1]
+        name = ctid
+        try:
+            # bounded: a pending ACCESS EXCLUSIVE on the table must not stall the monitor
+            async with self.conn.transaction():
+                await self.conn.execute("SET LOCAL lock_timeout = '50ms'; SET LOCAL statement_timeout = '500ms'")
+                cols = await self._key_columns(rel)
+                row = None
+                if cols:
+                    query = pgsql.SQL("SELECT {} FROM {} WHERE ctid = %s::tid").format(
+                        pgsql.SQL(", ").join(pgsql.SQL("{}::text").format(pgsql.Identifier(c)) for c in cols),
+                        pgsql.SQL(rel))  # rel is the server's own regclass text, quoted where needed
+                    cur = await self.conn.execute(query, [f"({ctid})"])
+                    row = await cur.fetchone()
+            if row is not None:
+                name = ", ".join(f"{c}={_key_value(v)}" for c, v in zip(cols, row))
+        except psycopg.Error:
+            pass
+        self._rows[pid] = ((rel, ctid), name)
+        return name
+
+    async def _key_columns(self, rel: str) -> list[str]:
+        if rel not in self._keys:
+            cur = await self.conn.execute(
+                "SELECT a.attname FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, n)"
+                " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum"
+                " WHERE i.indrelid = %s::regclass AND i.indisprimary ORDER BY k.n", [rel])
+            self._keys[rel] = [name for (name,) in await cur.fetchall()]
+        return self._keys[rel]
 
     async def cancel(self, ident: int) -> bool:
         cur = await self.conn.execute("SELECT pg_cancel_backend(%s)", [ident])
@@ -235,6 +282,18 @@ class PostgresMonitor(MonitorConnection):
             return RowLockHolders(tuple(sorted(p for (p,) in await cur.fetchall())), None)
         except psycopg.Error:
             return RowLockHolders((), None)
+
+    async def refusal_holders(self, sql: str, message: str, exclude: int) -> tuple[int, ...] | None:
+        if "lock on row" in (message or "") or "lock on relation" not in (message or ""):
+            return await super().refusal_holders(sql, message, exclude)
+        table = refused_table(sql, message)  # LOCK TABLE ... NOWAIT: whoever holds a lock on the table
+        try:
+            cur = await self.conn.execute(
+                "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'relation' AND relation = to_regclass(%s)"
+                " AND granted AND pid <> %s ORDER BY pid", [table, exclude])
+            return tuple(p for (p,) in await cur.fetchall())
+        except psycopg.Error:
+            return None
 
     async def connected_idents(self, idents: list[int]) -> set[int]:
         cur = await self.conn.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", [idents])

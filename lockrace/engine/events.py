@@ -17,14 +17,16 @@ class LockInfo:
     kind: str  # relation, tuple, transactionid, advisory, record, table, metadata, ...
     mode: str = ""  # AccessExclusiveLock, ShareLock, X, X,REC_NOT_GAP, ...
     relation: str = ""  # accounts
-    detail: str = ""  # row (0,1), index PRIMARY key 1, ...
+    detail: str = ""  # id=1 (a row by its key), 0,1 (by its ctid), index PRIMARY key 1, ...
 
     def describe(self) -> str:
         what = self.relation or self.kind
         if self.kind in ("tuple", "record", "transactionid") and self.relation:
             what = f"{self.relation} row"
         parts = [what]
-        if self.detail:
+        if self.kind == "tuple" and "=" in self.detail:  # named by its key: accounts id=1
+            parts = [self.relation or "row", self.detail]
+        elif self.detail:
             parts.append(f"({self.detail})")
         if self.kind == "metadata":
             parts = [f"metadata lock on {self.relation or 'a table'}"]
@@ -65,6 +67,9 @@ class StatementResult:
     waited_ns: int = 0  # time the server reported the statement blocked
     blocked_by: tuple[str, ...] = ()  # sessions that blocked it (last report)
     lock: LockInfo | None = None
+    held_by: tuple[str, ...] | None = None
+    """A refusal (NOWAIT): who held the lock, as the server's lock views said right after it
+    (() they showed no holder any more; None they cannot tell)."""
     skipped_rows: int = 0
     skipped_from: tuple[str, ...] = ()
     budget: Budget | None = None

@@ -205,6 +205,8 @@ class Race:
         result.budget = stmt.budget
         if result.outcome == "ok" and asks_skip_locked(stmt.sql):
             await self._account_skipped(session, stmt.sql, result)
+        elif result.outcome == "refused":
+            await self._ask_holders(session, stmt.sql, result)
         stmt.result = result
         session.last = result
         self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result))
@@ -277,6 +279,17 @@ class Race:
             return
         result.outcome = with_skip(result.outcome, sql_text, result.skipped_rows)
 
+    async def _ask_holders(self, session: Session, sql_text: str, result: StatementResult) -> None:
+        """A refusal names no holder: ask the server's lock views at once who holds locks on that table."""
+        if self.monitor is None:
+            return
+        try:
+            idents = await asyncio.wait_for(self.monitor.refusal_holders(sql_text, result.message, session.ident), 2)
+        except Exception:
+            return  # the views could not say: held_by stays None
+        if idents is not None:
+            result.held_by = tuple(sorted(self.name_of(i) for i in idents))
+
     async def _refresh_state(self, session: Session, budgets: bool) -> None:
         try:
             txn = await session.conn.txn_state()
@@ -328,7 +341,9 @@ class Race:
             report = reports.get(s.ident)
             if report is not None:
                 blockers = tuple(self.name_of(i) for i in report.blockers)
-                if stmt.blocked_since is None or blockers != stmt.blockers or report.lock != stmt.lock:
+                shown = report.lock.describe() if report.lock else None  # a report says news only if its words change
+                if stmt.blocked_since is None or blockers != stmt.blockers or (
+                        shown is not None and shown != (stmt.lock.describe() if stmt.lock else None)):
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now
                         if report.waiting_s is not None:

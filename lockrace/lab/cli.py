@@ -7,7 +7,7 @@ import json
 import sys
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .modes import LabError, make_config
 
@@ -29,8 +29,10 @@ def cmd_bench(args) -> int:
 
 
 def _progress(console: Console) -> Progress:
+    """Progress bars on stderr while the bench works: only when stderr is a terminal
+    (a pipe or file stays quiet); stdout carries nothing but the table or JSON."""
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=True, disable=not console.is_terminal,
     )
 
@@ -44,14 +46,25 @@ async def _bench(args) -> int:
     err = Console(stderr=True)
     servers = Servers(args.pg, args.mysql)
     try:
-        try:
-            backend = await servers.backend(args.engine)
-        except ServerUnavailable as exc:
-            print(f"lockrace: {exc}", file=sys.stderr)
-            return EXIT_UNUSABLE
+        with _progress(err) as progress:
+            where = "connecting to the server" if (args.pg if args.engine == "postgres" else args.mysql) else (
+                "starting embedded PostgreSQL 18" if args.engine == "postgres" else "starting a private MariaDB/MySQL")
+            start = progress.add_task(where, total=None)
+            try:
+                backend = await servers.backend(args.engine)
+            except ServerUnavailable as exc:
+                progress.stop()
+                print(f"lockrace: {exc}", file=sys.stderr)
+                return EXIT_UNUSABLE
+            progress.update(start, description=f"{backend.server_name} ({servers.origin(args.engine)})",
+                            total=1, completed=1)
+            if args.overhead:
+                result = await _overhead_runs(args, backend, servers.targets[args.engine], progress)
+            else:
+                result = await _holder_waiter_runs(args, backend, progress)
         if args.overhead:
-            return await _overhead(args, backend, servers.targets[args.engine], out, err)
-        return await _holder_waiter(args, backend, out, err)
+            return _overhead_report(args, result, out)
+        return _holder_waiter_report(args, result, out)
     except LabError as exc:
         print(f"lockrace bench: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -59,18 +72,25 @@ async def _bench(args) -> int:
         await servers.close()
 
 
-async def _holder_waiter(args, backend, out: Console, err: Console) -> int:
+async def _holder_waiter_runs(args, backend, progress: Progress):
     from .holder_waiter import HolderWaiterLab
-    from .table import lab_json, lab_notes, lab_table
 
     cfg = make_config(args.engine, backend.flavor, args.runs, args.hold_ms, args.budget_ms, args.modes)
-    with _progress(err) as progress:
-        task = progress.add_task(f"holder vs waiter on {backend.server_name}", total=None)
+    overall = progress.add_task(f"holder vs waiter, {len(cfg.plan)} modes", total=None)
+    # one bar per mode (warm-up runs included), filled as its runs finish
+    bars = {mode.key: progress.add_task(f"  {mode.label}", total=cfg.runs + cfg.warmup) for mode in cfg.plan}
 
-        def on_run(mode, sample, done, total):
-            progress.update(task, completed=done, total=total, description=f"{mode.label:<28}")
+    def on_run(mode, sample, done, total):
+        progress.update(bars[mode.key], advance=1)
+        progress.update(overall, completed=done, total=total)
 
-        result = await HolderWaiterLab(backend, cfg, on_run).run()
+    lab = HolderWaiterLab(backend, cfg, on_run)
+    return await lab.run()
+
+
+def _holder_waiter_report(args, result, out: Console) -> int:
+    from .table import lab_json, lab_notes, lab_table
+
     if args.json:
         print(json.dumps(lab_json(result), indent=2))
     else:
@@ -81,18 +101,21 @@ async def _holder_waiter(args, backend, out: Console, err: Console) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-async def _overhead(args, backend, target, out: Console, err: Console) -> int:
+async def _overhead_runs(args, backend, target, progress: Progress):
     from .overhead import OverheadBench
-    from .table import overhead_json, overhead_notes, overhead_table
 
     bench = OverheadBench(backend, target, runs=args.runs)
-    with _progress(err) as progress:
-        task = progress.add_task(f"engine vs raw driver on {backend.server_name}", total=None)
+    task = progress.add_task(f"engine vs raw driver on {backend.server_name}", total=None)
 
-        def on_run(label, done, total):
-            progress.update(task, completed=done, total=total, description=f"{label:<28}")
+    def on_run(label, done, total):
+        progress.update(task, completed=done, total=total, description=f"{label:<28}")
 
-        result = await bench.run(on_run)
+    return await bench.run(on_run)
+
+
+def _overhead_report(args, result, out: Console) -> int:
+    from .table import overhead_json, overhead_notes, overhead_table
+
     if args.json:
         print(json.dumps(overhead_json(result), indent=2))
     else:

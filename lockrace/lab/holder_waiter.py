@@ -68,7 +68,7 @@ class LabResult:
     modes: dict[str, ModeResult] = field(default_factory=dict)
 
     def ratio(self) -> tuple[str, float] | None:
-        """default / bounded median, the seed's 3.9x."""
+        """default / bounded median (e.g. 3.9x)."""
         default = self.modes.get("default")
         bounded = self.modes.get("timeout") or self.modes.get("wait")
         if default is None or bounded is None or not bounded.samples or bounded.summary.median_ms <= 0:

@@ -1,4 +1,4 @@
-"""Engine overhead (issue 2, item 10): the same refusals and bounded waits
+"""Engine overhead: the same refusals and bounded waits
 measured through lockrace's engine (Race.run, elapsed_ns around the driver
 call) and through the bare driver (psycopg / PyMySQL, perf_counter_ns around
 cursor.execute), interleaved in one run.

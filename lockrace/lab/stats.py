@@ -31,7 +31,7 @@ def summarize(waits_ms: list[float], errors: int) -> Summary:
 
 
 def fmt_ms(ms: float) -> str:
-    """Three significant figures, the way the seed prints them: 441, 114, 13.3, 0.42."""
+    """Three significant figures, the way the bench table prints them: 441, 114, 13.3, 0.42."""
     if ms >= 100:
         return f"{ms:.0f}"
     if ms >= 10:

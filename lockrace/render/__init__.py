@@ -1,1 +1,1 @@
-"""Writers around the engine's results: seed-style transcripts, JSON, tables."""
+"""Writers around the engine's results: transcripts, JSON, tables."""

@@ -32,6 +32,8 @@ def report_dict(report: RunReport, origin: str = "") -> dict:
                 "budget": {"name": res.budget.name, "ms": res.budget.ms} if res.budget else None,
                 "skipped_rows": res.skipped_rows,
                 "skipped_from": list(res.skipped_from),
+                # a refusal: who held the lock per the lock views right after it (null: they could not tell)
+                "held_by": list(res.held_by) if res.held_by is not None else None,
                 "txn_after": rec.txn_after,
             })
         steps.append(item)

@@ -1,4 +1,4 @@
-"""Result sets as text, psql's aligned style (the seeds' transcripts use it)."""
+"""Result sets as text, psql's aligned style (transcripts use it)."""
 
 from __future__ import annotations
 

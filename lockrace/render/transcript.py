@@ -1,4 +1,4 @@
-"""A scenario run as a transcript in the seeds' style.
+"""A race as a transcript: statements, psql-style results, lockrace's annotations.
 
     A> SELECT id FROM accounts WHERE id = 1 FOR UPDATE;
      id
@@ -7,7 +7,7 @@
     (1 row)
     B> SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT;
     ERROR: 55P03: could not obtain lock on row in relation "accounts"
-    -- refused in 0.4 ms
+    -- refused after 0.4 ms; lock held by A
 
 Lines starting with ``--`` are lockrace's own annotations: waits (who
 blocked whom, for how long, against which budget), outcomes and skips.
@@ -15,7 +15,12 @@ blocked whom, for how long, against which budget), outcomes and skips.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from ..engine.events import LockInfo, StatementResult
 from ..engine.runner import Entry, RunReport
+from ..engine.verify import StepRecord, check
+from ..scenario.model import Scenario
 from .tables import result_lines
 
 OUTCOME_WORDS = {
@@ -29,6 +34,27 @@ OUTCOME_WORDS = {
     "error": "error",
     "connection_lost": "connection lost",
 }
+
+
+def names_text(names, nobody: str = "another transaction") -> str:
+    """Sessions as English: 'A', 'B and C', 'B, C and D' (``nobody`` when none is known)."""
+    names = list(names)
+    if not names:
+        return nobody
+    if len(names) == 1:
+        return names[0]
+    return f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def holder_words(result) -> str:
+    """After a refusal, who held the lock, as far as the server's lock views told right after it."""
+    if result.outcome != "refused":
+        return ""
+    if result.held_by is None:
+        return "the server's lock views cannot tell who holds the lock"
+    if not result.held_by:
+        return "the lock views showed no holder any more"
+    return f"lock held by {names_text(result.held_by)}"
 
 
 def ms(ns: int) -> str:
@@ -63,7 +89,7 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
         return lines
     if entry.kind == "blocked":
         lock = f" on {entry.lock.describe()}" if entry.lock else ""
-        who = ", ".join(entry.blockers) or "another transaction"
+        who = names_text(entry.blockers)
         return [f"-- {rec.step.session} is blocked by {who}{lock}"]
     if entry.kind == "problem":
         return [f"-- problem: {entry.text}"]
@@ -77,11 +103,13 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if res.outcome != "ok":
         word = OUTCOME_WORDS.get(res.outcome, res.outcome)
         if res.outcome == "skipped":
-            whose = f" locked by {', '.join(res.skipped_from)}" if res.skipped_from else ""
+            whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
             word = f"skipped {res.skipped_rows} row{'s' if res.skipped_rows != 1 else ''}{whose}"
         notes.append(f"{word} after {ms(res.elapsed_ns)}")
+        if res.outcome == "refused":
+            notes.append(holder_words(res))
     if rec.was_blocked:
-        who = ", ".join(rec.blockers) or "another transaction"
+        who = names_text(rec.blockers)
         notes.append(f"waited {ms(res.waited_ns)} blocked by {who}")
     if res.budget is not None and (rec.was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout")):
         notes.append(f"budget {budget_text(res.budget)}")
@@ -99,3 +127,85 @@ def footer(report: RunReport, origin: str = "") -> list[str]:
     lines = [f"FAILED on {where}: {len(report.failures)} expectation(s) not met"]
     lines.extend(f"  - {f}" for f in report.failures)
     return lines
+
+
+def header(name: str, title: str, server: str, origin: str) -> str:
+    """The line a run's transcript opens with."""
+    return f"== {name}: {title} ({server}, {origin})"
+
+
+@dataclass
+class Blocked:
+    """One report of a statement waiting: when, how many statements had started by then, on whom and what."""
+
+    t_ns: int
+    launched: int
+    blockers: tuple[str, ...]
+    lock: LockInfo | None = None
+
+
+@dataclass
+class Observed:
+    """What one statement of a race did, as seen live (the app records these)."""
+
+    result: StatementResult | None
+    finished_after: int = 0  # how many statements had started when it finished
+    blocks: list[Blocked] = field(default_factory=list)
+    txn_after: str = ""
+
+
+def replay(scenario: Scenario, observed: list[Observed], flavor: str, server: str) -> tuple[list[Entry], RunReport]:
+    """The entries ``lockrace run`` emits for ``scenario`` (its steps in order, one per
+    observed statement), built from what was observed instead of running it again: the
+    same order (a step that completes after step N is collected once N finished; a
+    report of waiting comes after the launch it followed), the same records, the same
+    expectation checks."""
+    report = RunReport(scenario, flavor, server)
+    entries: list[Entry] = []
+    pending: list[tuple[StepRecord, Observed, int]] = []
+
+    def complete(record: StepRecord, seen: Observed, after: int | None) -> None:
+        record.result = seen.result
+        record.launched_before_finish = seen.finished_after if after is not None else record.index
+        record.was_blocked = record.was_blocked or bool(seen.blocks)
+        record.blockers = (seen.result.blocked_by if seen.result else ()) or record.blockers
+        record.txn_after = seen.txn_after
+        if seen.result is None:
+            record.problem = "did not finish"
+        record.failures = check(record, record.step.applicable(flavor))
+        entries.append(Entry("finish", record))
+
+    for index, (step, seen) in enumerate(zip(scenario.steps, observed), start=1):
+        if step.note:
+            entries.append(Entry("note", text=step.note))
+        record = StepRecord(step, index)
+        report.records.append(record)
+        entries.append(Entry("launch", record))
+        after = [e.value for e in step.applicable(flavor) if e.key == "completes_after"]
+        # the runner waits for a step that does not complete later: every report of it comes now
+        reports = [(b, record) for b in seen.blocks if b.launched <= index or not after]
+        reports += [(b, r) for r, s, _ in pending for b in s.blocks if b.launched == index]
+        for b, r in sorted(reports, key=lambda br: br[0].t_ns):
+            r.was_blocked = True
+            r.blockers = b.blockers
+            entries.append(Entry("blocked", r, blockers=b.blockers, lock=b.lock))
+        if after:
+            pending.append((record, seen, int(after[0])))
+        else:
+            complete(record, seen, None)
+        for item in [p for p in pending if index >= p[2]]:
+            pending.remove(item)
+            complete(*item)
+    for item in pending:
+        complete(*item)
+    return entries, report
+
+
+def run_text(scenario: Scenario, entries: list[Entry], report: RunReport, flavor: str, origin: str) -> str:
+    """The whole transcript ``lockrace run`` prints for one run, as one string."""
+    lines = [header(scenario.name, scenario.title, report.server, origin)]
+    for entry in entries:
+        lines.extend(entry_lines(entry, flavor))
+    lines.extend(footer(report, origin))
+    lines.append("")
+    return "\n".join(lines) + "\n"

@@ -79,7 +79,7 @@ class Step:
     sql: str
     expectations: list[Expectation] = field(default_factory=list)
     note: str = ""
-    """Narration shown before the step (the seeds' prose between statements)."""
+    """Narration shown before the step (prose between statements)."""
     comment: str = ""
     """A trailing ``-- comment`` on the step line, shown beside the statement."""
     line: int | None = None

@@ -1,6 +1,6 @@
 """lockrace's own scenario format (``.race``): read and write.
 
-The format stays close to the seed transcripts so that a person can read and
+The format stays close to a psql session transcript so that a person can read and
 write it by hand::
 
     title: NOWAIT: fail fast
