@@ -90,9 +90,12 @@ def _pid_alive(pid_file: Path) -> bool:
     try:
         pid = int(pid_file.read_text().split()[0])
         os.kill(pid, 0)
-        return True
     except (OSError, ValueError, IndexError):
         return False
+    try:  # a server killed with lockrace may stay a zombie until init reaps it: that is dead
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def sweep_stale(kind: str, min_age_s: float = 60.0) -> None:

@@ -1,0 +1,375 @@
+"""Fault matrix 7b: lockrace on servers shared with other clients and other
+lockrace processes.
+
+- A schema/database the user made, even one named like lockrace's sandbox,
+  is never dropped, altered or written: lockrace refuses it in one sentence.
+- Two ``lockrace run`` processes on one DSN server each work in a sandbox of
+  their own and both stay green.
+- ``kill -9`` of lockrace leaves no lockrace backend or server process behind
+  after a few seconds, and the next run starts clean.
+- Teardown DROP behind another client's lock gives up within its bound with a
+  clear sentence, and leaves the sandbox (and the other client) alone.
+
+DSN servers: 127.0.0.1:5432 / 127.0.0.1:3306 where they answer, the tests'
+private servers by socket otherwise (tests/faults/dsn.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from faults.cli import (REPO, SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning,  # noqa: F401
+                        run_lockrace, server_tmp)
+from faults.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
+
+from lockrace.backends.sandbox import DDL_LOCK_WAIT_S
+from lockrace.scenario.library import builtins
+
+# ------------------------------------------------------------------ helpers
+
+
+@pytest.fixture
+def pg_db(pg_dsn):
+    """A PostgreSQL database of the test's own on the DSN server."""
+    name = f"fault_own_{uuid.uuid4().hex[:8]}"
+    with pg_dsn.connect() as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield name
+    finally:
+        with pg_dsn.connect() as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _pg_schemas(pg_dsn, db: str) -> list[str]:
+    with pg_dsn.connect(db) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'lockrace%' ORDER BY 1").fetchall()]
+
+
+def _pg_lockrace_backends(pg_dsn, db: str) -> list[tuple]:
+    with pg_dsn.connect() as conn:
+        return conn.execute(
+            "SELECT pid, application_name, state, wait_event_type, query FROM pg_stat_activity"
+            " WHERE datname = %s AND application_name LIKE 'lockrace%%'", [db]).fetchall()
+
+
+def _mysql_query(mysql_dsn, sql: str, args=()) -> list[tuple]:
+    conn = mysql_dsn.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(sql, args)
+        return list(cur.fetchall()) if cur.description else []
+    finally:
+        conn.close()
+
+
+def _one_sentence(out: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in out.stdout + out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+# ------------------------------------------------------------------ finding 1: planted objects survive
+
+
+def test_pg_planted_schema_named_lockrace_survives(pg_dsn, pg_db):
+    """The user's own schema ``lockrace`` with a table: lockrace works beside it, and
+    refuses it when LOCKRACE_SANDBOX names it."""
+    with pg_dsn.connect(pg_db) as conn:
+        conn.execute("CREATE SCHEMA lockrace")
+        conn.execute("CREATE TABLE lockrace.accounts (id int PRIMARY KEY, note text)")
+        conn.execute("INSERT INTO lockrace.accounts VALUES (1, 'mine'), (2, 'keep me')")
+    out = run_lockrace(["run", "pg-nowait", "--pg", pg_dsn.dsn(pg_db)], lockrace_env(), 60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Verified against PostgreSQL" in out.stdout
+
+    out = run_lockrace(["run", "pg-nowait", "--pg", pg_dsn.dsn(pg_db)], lockrace_env(LOCKRACE_SANDBOX="lockrace"), 60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    line = _one_sentence(out)
+    assert "schema lockrace already exists and is not a lockrace sandbox" in line, line
+
+    with pg_dsn.connect(pg_db) as conn:
+        assert conn.execute("SELECT * FROM lockrace.accounts ORDER BY 1").fetchall() == [(1, "mine"), (2, "keep me")]
+        assert conn.execute("SELECT obj_description('lockrace'::regnamespace, 'pg_namespace')").fetchone()[0] is None
+    assert _pg_schemas(pg_dsn, pg_db) == ["lockrace"]  # and the run's own sandbox is gone
+
+
+def test_mysql_planted_database_survives(mysql_dsn):
+    """LOCKRACE_SANDBOX names the user's existing database: refused, untouched."""
+    db = f"fault_mine_{uuid.uuid4().hex[:8]}"
+    _mysql_query(mysql_dsn, f"CREATE DATABASE `{db}`")
+    try:
+        _mysql_query(mysql_dsn, f"CREATE TABLE `{db}`.accounts (id int PRIMARY KEY, note varchar(20)) ENGINE=InnoDB")
+        _mysql_query(mysql_dsn, f"INSERT INTO `{db}`.accounts VALUES (1, 'mine'), (2, 'keep me')")
+        out = run_lockrace(["run", "mysql-nowait", "--mysql", mysql_dsn.dsn()], lockrace_env(LOCKRACE_SANDBOX=db), 60)
+        assert out.returncode == 2, out.stdout + out.stderr
+        line = _one_sentence(out)
+        assert f"database {db} already exists and is not a lockrace sandbox" in line, line
+        assert _mysql_query(mysql_dsn, f"SELECT id, note FROM `{db}`.accounts ORDER BY 1") == [(1, "mine"), (2, "keep me")]
+        assert _mysql_query(mysql_dsn, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
+                            (db,)) == [("accounts",)]
+    finally:
+        _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{db}`")
+
+
+# ------------------------------------------------------------------ finding 2: two processes at once
+
+
+def _loop(argv: list[str], env: dict, seconds: float) -> list[tuple[int, subprocess.CompletedProcess]]:
+    """Run ``lockrace`` again and again for ``seconds``; (pid-less) results of each run."""
+    results = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        results.append(run_lockrace(argv, env, 120))
+    return results
+
+
+def test_two_processes_loop_on_one_dsn_server(pg_dsn, pg_db, mysql_dsn):
+    """Two ``lockrace run`` loops per engine on the same DSN for a minute: every run
+    of both stays green (before: duplicate keys, one run dropping the other's tables)."""
+    pg_names = ["pg-nowait", "pg-skip-locked", "pg-row-lock-modes"]
+    my_names = ["mysql-nowait", "mysql-skip-locked"]
+    known = {sc.name for sc in builtins()}
+    assert set(pg_names + my_names) <= known
+    marked = "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_COMMENT LIKE 'lockrace sandbox;%%'"
+    before = set(_mysql_query(mysql_dsn, marked))
+    jobs = [(["run", *pg_names, "--pg", pg_dsn.dsn(pg_db)], "PostgreSQL", len(pg_names))] * 2 + \
+           [(["run", *my_names, "--mysql", mysql_dsn.dsn()], "MariaDB", len(my_names))] * 2
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = [pool.submit(_loop, argv, lockrace_env(), 60) for argv, _, _ in jobs]
+        results = [f.result() for f in futures]
+    for (argv, server, count), runs in zip(jobs, results):
+        assert len(runs) >= 2, f"{server}: only {len(runs)} runs in a minute"
+        for out in runs:
+            assert out.returncode == 0, out.stdout[-3000:] + out.stderr
+            assert out.stdout.count(f"Verified against {server}") == count, out.stdout[-3000:]
+    # every run dropped its own sandbox
+    assert _pg_schemas(pg_dsn, pg_db) == []
+    assert set(_mysql_query(mysql_dsn, marked)) <= before
+
+
+# ------------------------------------------------------------------ finding 4: kill -9
+
+
+def _blocked(live: LiveRun, engine: str) -> None:
+    assert live.wait_for_line(f"A> {SLEEP[engine]}", 30), live.stdout + live.stderr
+    assert live.stdout.count(" is blocked by ") == 3, live.stdout
+    time.sleep(0.3)  # the sleep is on the server now
+
+
+def test_kill9_on_pg_dsn_leaves_no_backend(pg_dsn, pg_db, tmp_path):
+    """kill -9 while three sessions wait for A's row lock and A sleeps: within a few
+    seconds no backend of the run is left (they notice their client is gone), and the
+    next run with the same sandbox name removes the old sandbox and runs at once."""
+    sandbox = f"lockrace_k9_{uuid.uuid4().hex[:8]}"
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario("postgres"))
+    env = lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox)
+    live = LiveRun(["run", str(scenario), "--step-timeout", "120", "--pg", pg_dsn.dsn(pg_db)], env)
+    try:
+        _blocked(live, "postgres")
+        assert len(_pg_lockrace_backends(pg_dsn, pg_db)) >= 5  # A-D, the owner (and the monitor)
+        live.proc.send_signal(signal.SIGKILL)
+        live.proc.wait(5)
+    finally:
+        live.kill()
+    deadline = time.monotonic() + 5
+    while (left := _pg_lockrace_backends(pg_dsn, pg_db)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], f"backends of the killed run are still there: {left}"
+    assert _pg_schemas(pg_dsn, pg_db) == [sandbox]  # what the dead run left: swept by the next one
+
+    t0 = time.monotonic()
+    out = run_lockrace(["run", "pg-nowait", "--pg", pg_dsn.dsn(pg_db)], env, 60)
+    took = time.monotonic() - t0
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert took < 15, f"the next run took {took:.1f} s"
+    assert _pg_schemas(pg_dsn, pg_db) == []
+
+
+def test_kill9_on_mysql_dsn_next_run_sweeps(mysql_dsn, tmp_path):
+    """MariaDB notices a dead client only when it next talks to it: A's SLEEP and the
+    waiters behind A's row lock outlive a kill -9.  The next lockrace run (any
+    sandbox name) sees that their sandbox's owner is gone, ends those connections
+    and drops the sandbox."""
+    sandbox = f"lockrace_k9_{uuid.uuid4().hex[:8]}"
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario("mysql"))
+    live = LiveRun(["run", str(scenario), "--step-timeout", "120", "--mysql", mysql_dsn.dsn()],
+                   lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
+    try:
+        _blocked(live, "mysql")
+        live.proc.send_signal(signal.SIGKILL)
+        live.proc.wait(5)
+    finally:
+        live.kill()
+    try:
+        time.sleep(0.5)
+        orphans = _mysql_query(mysql_dsn, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (sandbox,))
+        assert orphans, "expected the killed run's sleeping and waiting connections on the server"
+        t0 = time.monotonic()
+        out = run_lockrace(["run", "mysql-nowait", "--mysql", mysql_dsn.dsn()], lockrace_env(), 60)
+        took = time.monotonic() - t0
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert took < 20, f"the next run took {took:.1f} s"
+        assert _mysql_query(mysql_dsn, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s", (sandbox,)) == []
+        assert _mysql_query(mysql_dsn, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+                            (sandbox,)) == []
+    finally:
+        _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{sandbox}`")
+
+
+def _descendants(pid: int) -> set[int]:
+    """Processes whose parent chain leads to ``pid`` (read from /proc)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry.name)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_kill9_with_private_server_leaves_no_server(engine, tmp_path, server_tmp):
+    """kill -9 of ``lockrace run`` on its own private server while three sessions wait
+    and one sleeps: the server and every one of its processes is gone within a few
+    seconds; the next run removes the dead server's temp dir."""
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario(engine))
+    env = lockrace_env(server_tmp)
+    live = LiveRun(["run", str(scenario), "--step-timeout", "120"], env)
+    try:
+        _blocked(live, engine)
+        server = _descendants(live.proc.pid)
+        assert server, "no server process under lockrace"
+        dirs = sorted(p.name for p in server_tmp.glob(f"lockrace-{engine}-*"))
+        assert len(dirs) == 1, dirs
+        live.proc.send_signal(signal.SIGKILL)
+        live.proc.wait(5)
+    finally:
+        live.kill()
+    deadline = time.monotonic() + 5
+    while _alive(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _alive(server)
+    assert not left, f"server processes outlived lockrace: {[processes_mentioning(str(p)) for p in left]}"
+
+    # the next start sweeps the dead server's directory once it is old enough to be surely dead
+    old = server_tmp / dirs[0]
+    past = time.time() - 120
+    os.utime(old, (past, past))
+    out = run_lockrace(["run", f"{'pg' if engine == 'postgres' else 'mysql'}-nowait"], env, 90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not old.exists(), f"{old} was not swept"
+    assert list(server_tmp.glob(f"lockrace-{engine}-*")) == []
+
+
+# ------------------------------------------------------------------ finding 3 (part): bounded teardown
+
+HOLD = {"postgres": "SELECT pg_sleep(4);", "mysql": "SELECT SLEEP(4);"}
+
+
+def _quiet_scenario(engine: str) -> str:
+    """A scenario with no teardown of its own: the sandbox DROP is the teardown."""
+    return f"""title: a foreign client gets in
+engines: {engine}
+setup:
+    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
+    INSERT INTO accounts VALUES (1, 100);
+
+A> SELECT balance FROM accounts WHERE id = 1;
+    row: 100
+A> {HOLD[engine]}
+"""
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_teardown_drop_behind_a_foreign_lock_is_bounded(engine, tmp_path, pg_dsn, pg_db, mysql_dsn):
+    """Another client holds a lock on a sandbox table when lockrace drops its sandbox:
+    the DROP gives up after its bound with one clear sentence, the foreign client is
+    not disturbed, and the sandbox stays until a later run finds its owner gone."""
+    import psycopg
+
+    sandbox = f"lockrace_td_{uuid.uuid4().hex[:8]}"
+    scenario = tmp_path / "foreign.race"
+    scenario.write_text(_quiet_scenario(engine))
+    flags = ["--pg", pg_dsn.dsn(pg_db)] if engine == "postgres" else ["--mysql", mysql_dsn.dsn()]
+    live = LiveRun(["run", str(scenario), "--step-timeout", "30", *flags], lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
+    foreign = None
+    try:
+        assert live.wait_for_line(f"A> {HOLD[engine]}", 30), live.stdout + live.stderr
+        if engine == "postgres":
+            foreign = psycopg.connect(pg_dsn.dsn(pg_db), application_name="fault-foreign", connect_timeout=5)
+            foreign.execute(f"LOCK TABLE {sandbox}.accounts IN ACCESS SHARE MODE")  # open transaction
+        else:
+            foreign = mysql_dsn.connect()
+            cur = foreign.cursor()
+            cur.execute("BEGIN")
+            cur.execute(f"SELECT * FROM `{sandbox}`.accounts")  # a metadata lock until COMMIT
+        assert live.wait_for_line("Verified against", 15), live.stdout + live.stderr
+        t0 = time.monotonic()
+        code = live.finish(DDL_LOCK_WAIT_S + 20)
+        took = time.monotonic() - t0
+        assert code == 0, live.stdout + live.stderr
+        assert took < DDL_LOCK_WAIT_S + 5, f"teardown took {took:.1f} s"
+        assert "Traceback" not in live.stderr
+        lines = live.stderr.strip().splitlines()
+        assert len(lines) == 1, live.stderr
+        kind = "schema" if engine == "postgres" else "database"
+        assert f"could not drop the sandbox {kind} {sandbox}: another client holds a lock in it" in lines[0], lines
+        assert f"waits at most {DDL_LOCK_WAIT_S} s" in lines[0]
+        if engine == "postgres":
+            assert "fault-foreign" in lines[0]  # it names who holds the lock
+            assert foreign.execute(f"SELECT balance FROM {sandbox}.accounts").fetchall() == [(100,)]
+            foreign.rollback()
+            assert _pg_schemas(pg_dsn, pg_db) == [sandbox]
+        else:
+            cur.execute(f"SELECT balance FROM `{sandbox}`.accounts")
+            assert cur.fetchall() == ((100,),)
+            cur.execute("COMMIT")
+            assert _mysql_query(mysql_dsn, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA"
+                                " WHERE SCHEMA_NAME = %s", (sandbox,)) == [(sandbox,)]
+        # the lock is gone and so is its owner: the next run (another sandbox) removes it
+        out = run_lockrace(["run", "pg-nowait" if engine == "postgres" else "mysql-nowait", *flags],
+                           lockrace_env(), 60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        if engine == "postgres":
+            assert _pg_schemas(pg_dsn, pg_db) == []
+        else:
+            assert _mysql_query(mysql_dsn, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA"
+                                " WHERE SCHEMA_NAME = %s", (sandbox,)) == []
+    finally:
+        live.kill()
+        if foreign is not None:
+            foreign.close()
+        if engine == "mysql":
+            _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{sandbox}`")
