@@ -373,3 +373,79 @@ def test_teardown_drop_behind_a_foreign_lock_is_bounded(engine, tmp_path, pg_dsn
             foreign.close()
         if engine == "mysql":
             _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{sandbox}`")
+
+
+# ------------------------------------------------------------------ prepared transactions (PostgreSQL)
+
+PREPARED = """title: a transaction prepared and never finished
+engines: postgres
+setup:
+    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
+    INSERT INTO accounts VALUES (1, 100);
+
+A> BEGIN;
+A> UPDATE accounts SET balance = 1 WHERE id = 1;
+A> PREPARE TRANSACTION '{gid}';
+    tag: PREPARE TRANSACTION
+B> SELECT pg_sleep({sleep});
+"""
+
+
+def test_pg_prepared_transactions_in_the_sandbox_are_rolled_back(pg_server, tmp_path):
+    """A scenario leaves a prepared transaction holding locks in the sandbox (it outlives
+    its session).  At the end of the run lockrace rolls it back so that its DROP goes
+    through; after a kill -9, the next run does it for the dead run's sandbox.  Prepared
+    transactions that lock nothing in a lockrace sandbox are never touched.
+
+    Runs on the tests' own private PostgreSQL, given by DSN (max_prepared_transactions
+    is 10 there; 0 on a default server)."""
+    import psycopg
+
+    dsn = pg_server.conninfo
+    token = uuid.uuid4().hex[:8]
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("CREATE TABLE IF NOT EXISTS public.fault_foreign_px (id int)")
+        with psycopg.connect(dsn) as other:  # a foreign prepared transaction: must survive
+            other.execute("INSERT INTO public.fault_foreign_px VALUES (1)")
+            other.execute(f"PREPARE TRANSACTION 'foreign_{token}'")
+
+        def prepared() -> set[str]:
+            return {r[0] for r in admin.execute("SELECT gid FROM pg_prepared_xacts").fetchall()}
+
+        def schemas(name: str) -> int:
+            return admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [name]).fetchone()[0]
+
+        try:
+            # 1. a finished run cleans up its own prepared transaction
+            sandbox = f"lockrace_px_{token}"
+            scenario = tmp_path / "px.race"
+            scenario.write_text(PREPARED.format(gid=f"px_{token}", sleep=0))
+            out = run_lockrace(["run", str(scenario), "--pg", dsn], lockrace_env(LOCKRACE_SANDBOX=sandbox), 60)
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert out.stderr == "", out.stderr
+            assert f"px_{token}" not in prepared() and f"foreign_{token}" in prepared()
+            assert schemas(sandbox) == 0
+
+            # 2. a killed run's prepared transaction is rolled back by the next run
+            sandbox2 = f"lockrace_px2_{token}"
+            scenario.write_text(PREPARED.format(gid=f"px2_{token}", sleep=60))
+            live = LiveRun(["run", str(scenario), "--step-timeout", "120", "--pg", dsn],
+                           lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox2))
+            try:
+                assert live.wait_for_line("B> SELECT pg_sleep(60);", 30), live.stdout + live.stderr
+                live.proc.send_signal(signal.SIGKILL)
+                live.proc.wait(5)
+            finally:
+                live.kill()
+            assert f"px2_{token}" in prepared() and schemas(sandbox2) == 1
+            out = run_lockrace(["run", "pg-nowait", "--pg", dsn], lockrace_env(), 60)
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert f"px2_{token}" not in prepared(), "the dead run's prepared transaction is still there"
+            assert f"foreign_{token}" in prepared(), "a prepared transaction lockrace did not make was ended"
+            assert schemas(sandbox2) == 0
+        finally:
+            for gid in prepared() & {f"foreign_{token}", f"px_{token}", f"px2_{token}"}:
+                admin.execute(f"ROLLBACK PREPARED '{gid}'")
+            for name in (f"lockrace_px_{token}", f"lockrace_px2_{token}"):
+                admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+            admin.execute("DROP TABLE IF EXISTS public.fault_foreign_px")

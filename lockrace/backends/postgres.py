@@ -368,17 +368,27 @@ class PostgresBackend(Backend):
         (known by their application_name ``prefix``) and prepared transactions holding locks in it."""
         if prefix:
             await self._end_backends(conn, prefix)
-        cur = await conn.execute(
-            "SELECT DISTINCT p.gid FROM pg_prepared_xacts p"
-            " JOIN pg_locks l ON l.virtualtransaction = '-1/' || p.transaction::text"
-            " JOIN pg_class c ON c.oid = l.relation"
-            " WHERE p.database = current_database() AND l.locktype = 'relation'"
-            " AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)", [name])
-        for (gid,) in await cur.fetchall():
+        for gid in await self._prepared_in(conn, name):
             try:
                 await conn.execute(pgsql.SQL("ROLLBACK PREPARED {}").format(pgsql.Literal(gid)))
             except psycopg.Error:
                 pass
+
+    @staticmethod
+    async def _prepared_in(conn: psycopg.AsyncConnection, name: str) -> list[str]:
+        """Prepared transactions (they outlive their session) holding locks in schema ``name``.
+
+        A prepared transaction's locks have no pid; they share its virtual transaction
+        with the lock on its own transaction id."""
+        cur = await conn.execute(
+            "SELECT DISTINCT p.gid FROM pg_prepared_xacts p"
+            " JOIN pg_locks x ON x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL"
+            " JOIN pg_locks l ON l.virtualtransaction = x.virtualtransaction AND l.pid IS NULL"
+            "  AND l.locktype = 'relation'"
+            " JOIN pg_class c ON c.oid = l.relation"
+            " WHERE p.database = current_database()"
+            " AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)", [name])
+        return [gid for (gid,) in await cur.fetchall()]
 
     async def _end_backends(self, conn: psycopg.AsyncConnection, prefix: str) -> None:
         cur = await conn.execute(
@@ -435,9 +445,11 @@ class PostgresBackend(Backend):
                 "          AND l.objid = to_regnamespace(%s)))"
                 " ORDER BY 1", [self.sandbox, self.sandbox])
             rows = await cur.fetchall()
+            prepared = await self._prepared_in(conn, self.sandbox)
         except psycopg.Error:
             return ""
-        return ", ".join(f"pid {pid}" + (f" ({app})" if app else "") for pid, app in rows)
+        who = [f"pid {pid}" + (f" ({app})" if app else "") for pid, app in rows]
+        return ", ".join(who + [f"prepared transaction '{gid}'" for gid in prepared])
 
     async def _sandbox_ddl(self, what: str, statements: list) -> None:
         """Drop (and recreate) our own sandbox; bounded, with a clear sentence when it cannot."""
