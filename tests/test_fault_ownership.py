@@ -449,3 +449,53 @@ def test_pg_prepared_transactions_in_the_sandbox_are_rolled_back(pg_server, tmp_
             for name in (f"lockrace_px_{token}", f"lockrace_px2_{token}"):
                 admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
             admin.execute("DROP TABLE IF EXISTS public.fault_foreign_px")
+
+
+# ------------------------------------------------------------------ the owner connection is ended by someone
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+async def test_owner_connection_ended_lock_is_taken_again(engine, pg_dsn, pg_db, mysql_dsn, monkeypatch):
+    """Someone ends the connection that holds the sandbox's lock (pg_terminate_backend,
+    KILL): while it is gone the sandbox looks abandoned, and the next sandbox reset
+    takes the lock again, so other lockrace processes leave the sandbox alone."""
+    import asyncio
+
+    from lockrace.backends import open_backend
+    from lockrace.backends.sandbox import advisory_key, named_lock
+    from lockrace.servers.target import mysql_target, pg_target
+
+    sandbox = f"lockrace_ow_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("LOCKRACE_SANDBOX", sandbox)
+    if engine == "postgres":
+        backend = await open_backend(pg_target(pg_dsn.dsn(pg_db)))
+
+        def lock_free() -> bool:
+            with pg_dsn.connect(pg_db) as conn:
+                got = conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", advisory_key(sandbox)).fetchone()[0]
+                return bool(got)  # (released when this connection closes)
+
+        def end_owner() -> None:
+            with pg_dsn.connect(pg_db) as conn:
+                assert conn.execute("SELECT pg_terminate_backend(%s)", [backend.owner.info.backend_pid]).fetchone()[0]
+    else:
+        backend = await open_backend(mysql_target(mysql_dsn.dsn()))
+
+        def lock_free() -> bool:
+            return str(_mysql_query(mysql_dsn, "SELECT IS_FREE_LOCK(%s)", (named_lock(sandbox),))[0][0]) == "1"
+
+        def end_owner() -> None:
+            _mysql_query(mysql_dsn, f"KILL CONNECTION {int(backend.owner.thread_id())}")
+    try:
+        assert not await asyncio.to_thread(lock_free)
+        await asyncio.to_thread(end_owner)
+        for _ in range(50):
+            if await asyncio.to_thread(lock_free):
+                break
+            await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(lock_free), "the owner's lock outlived its connection"
+        await backend.reset_sandbox()
+        assert not await asyncio.to_thread(lock_free), "the reset did not take the sandbox's lock again"
+    finally:
+        await backend.drop_sandbox()
+    assert await asyncio.to_thread(lock_free)

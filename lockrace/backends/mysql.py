@@ -473,13 +473,21 @@ class MySQLBackend(Backend):
     async def _ensure_owner(self) -> None:
         if self.target.owned:
             return
-        if self.owner is not None and self.owner.open:
+        if self.owner is None or not self.owner.open:
+            self.owner = await _run(self._owner_connect)
+
+    def _check_owner(self, cur) -> None:
+        """Take the sandbox's named lock again if someone ended our owner connection."""
+        cur.execute("SELECT IS_FREE_LOCK(%s)", (sandbox_mod.named_lock(self.sandbox),))
+        if str(cur.fetchone()[0]) != "1":
+            return  # held: by our owner connection
+        old, self.owner = self.owner, None
+        if old is not None:
             try:
-                await _run(self.owner.ping, False)
-                return
-            except (pymysql.MySQLError, OSError):
+                old.close()
+            except Exception:
                 pass
-        self.owner = await _run(self._owner_connect)
+        self.owner = self._owner_connect()
 
     def _create(self, conn: _Connection) -> None:
         cur = conn.cursor()
@@ -558,6 +566,8 @@ class MySQLBackend(Backend):
         conn = self._connect_sync(None, bounded=True)
         try:
             cur = conn.cursor()
+            if what != "drop" and not self.target.owned:
+                self._check_owner(cur)
             exists = self._check_mine(cur)
             try:
                 work(cur, exists)

@@ -336,6 +336,18 @@ class PostgresBackend(Backend):
         if self.owner is None or self.owner.closed or self.owner.broken:
             self.owner = await anyio.to_thread.run_sync(self._owner_connect)
 
+    async def _check_owner(self, conn: psycopg.AsyncConnection) -> None:
+        """Take the sandbox's lock again if our owner connection lost it (someone ended it)."""
+        key = sandbox_mod.advisory_key(self.sandbox)
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key)
+        if not (await cur.fetchone())[0]:
+            return  # held: by our owner connection
+        await conn.execute("SELECT pg_advisory_unlock(%s::int4, %s::int4)", key)
+        old, self.owner = self.owner, None
+        if old is not None:
+            await anyio.to_thread.run_sync(old.close)
+        await self._ensure_owner()
+
     async def _claim(self, conn: psycopg.AsyncConnection) -> None:
         """Take the sandbox name, sweep sandboxes of runs that are gone, create ours."""
         await self._ensure_owner()
@@ -455,6 +467,8 @@ class PostgresBackend(Backend):
         """Drop (and recreate) our own sandbox; bounded, with a clear sentence when it cannot."""
         conn = await self._connect("setup", search_path=False, bounded=True)
         try:
+            if what != "drop":
+                await self._check_owner(conn)
             exists, comment = await self._comment(conn, self.sandbox)
             if exists and sandbox_mod.token_of(comment) != self.token:
                 raise sandbox_mod.SandboxError(
