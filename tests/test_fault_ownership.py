@@ -499,3 +499,59 @@ async def test_owner_connection_ended_lock_is_taken_again(engine, pg_dsn, pg_db,
     finally:
         await backend.drop_sandbox()
     assert await asyncio.to_thread(lock_free)
+
+
+# ------------------------------------------------------------------ XA transactions (MariaDB)
+
+XA_SCENARIO = """title: an XA transaction prepared and never finished
+engines: mysql
+setup:
+    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL) ENGINE=InnoDB;
+    INSERT INTO accounts VALUES (1, 100);
+
+A> XA START '{xid}';
+A> UPDATE accounts SET balance = 1 WHERE id = 1;
+A> XA END '{xid}';
+A> XA PREPARE '{xid}';
+"""
+
+
+def test_mysql_prepared_xa_of_the_run_is_rolled_back(mysql_dsn, tmp_path):
+    """A session's XA PREPARE outlives its connection (MariaDB 10.5+) and keeps its
+    locks: at the end of the run lockrace rolls back the XA transactions its own
+    sessions prepared, so its DROP DATABASE goes through.  Another client's prepared
+    XA transaction is not touched."""
+    token = uuid.uuid4().hex[:8]
+    sandbox, other_db = f"lockrace_xa_{token}", f"fault_xa_{token}"
+    xid, foreign_xid = f"lockrace_fault_{token}", f"foreign_{token}"
+    _mysql_query(mysql_dsn, f"CREATE DATABASE `{other_db}`")
+    _mysql_query(mysql_dsn, f"CREATE TABLE `{other_db}`.t (id int PRIMARY KEY) ENGINE=InnoDB")
+    foreign = mysql_dsn.connect()
+    try:
+        cur = foreign.cursor()
+        for sql in (f"XA START '{foreign_xid}'", f"INSERT INTO `{other_db}`.t VALUES (1)",
+                    f"XA END '{foreign_xid}'", f"XA PREPARE '{foreign_xid}'"):
+            cur.execute(sql)
+        scenario = tmp_path / "xa.race"
+        scenario.write_text(XA_SCENARIO.format(xid=xid))
+        t0 = time.monotonic()
+        out = run_lockrace(["run", str(scenario), "--mysql", mysql_dsn.dsn()], lockrace_env(LOCKRACE_SANDBOX=sandbox), 60)
+        took = time.monotonic() - t0
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stderr == "", out.stderr
+        assert took < 15, f"took {took:.1f} s"
+        recovered = {row[3] for row in _mysql_query(mysql_dsn, "XA RECOVER")}
+        recovered = {x.decode() if isinstance(x, bytes) else x for x in recovered}
+        assert xid not in recovered, "the run's prepared XA transaction is still there"
+        assert foreign_xid in recovered, "another client's prepared XA transaction was ended"
+        assert _mysql_query(mysql_dsn, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+                            (sandbox,)) == []
+    finally:
+        foreign.close()
+        for x in (xid, foreign_xid):
+            try:
+                _mysql_query(mysql_dsn, f"XA ROLLBACK '{x}'")
+            except Exception:
+                pass
+        _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{other_db}`")
+        _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{sandbox}`")

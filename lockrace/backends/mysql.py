@@ -61,13 +61,28 @@ def _error_parts(exc: Exception) -> tuple[int | None, str]:
     return None, str(exc) or type(exc).__name__
 
 
+_XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')*'|[\w$]+)(?:\s*,\s*(?:'(?:[^'\\]|\\.|'')*'|[\w$]+))*)",
+                     re.IGNORECASE)
+
+
 class MySQLSession(SessionConnection):
-    def __init__(self, conn: _Connection, name: str, flavor: str):
+    def __init__(self, conn: _Connection, name: str, flavor: str, prepared_xa: set[str] | None = None):
         self.conn = conn
         self.name = name
         self.flavor = flavor
         self.ident = conn.thread_id()
         self._closed = False
+        # XA transactions this run's sessions prepared and have not ended: they outlive
+        # their connection (MariaDB 10.5+) and would hold their locks in the sandbox
+        self.prepared_xa = prepared_xa if prepared_xa is not None else set()
+
+    def _note_xa(self, sql: str) -> None:
+        for verb, xid in _XA_END.findall(sql):
+            xid = " ".join(xid.split())
+            if verb.upper() == "PREPARE":
+                self.prepared_xa.add(xid)
+            else:
+                self.prepared_xa.discard(xid)
 
     @property
     def closed(self) -> bool:
@@ -129,7 +144,10 @@ class MySQLSession(SessionConnection):
         return result
 
     async def execute(self, sql: str) -> StatementResult:
-        return await _run(self._execute_refreshed, sql)
+        result = await _run(self._execute_refreshed, sql)
+        if result.outcome == "ok" or result.result_sets:
+            self._note_xa(sql)
+        return result
 
     async def txn_state(self) -> str:
         if self.closed:
@@ -389,6 +407,7 @@ class MySQLBackend(Backend):
         self.token = sandbox_mod.new_token()
         self.owner: _Connection | None = None  # holds the sandbox's named lock (DSN servers)
         self.marked = True  # the server takes database comments (MariaDB 10.5+)
+        self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
 
     def _connect_sync(self, database: str | None, bounded: bool = False) -> _Connection:
         kwargs = dict(self.target.mysql_kwargs)
@@ -553,14 +572,31 @@ class MySQLBackend(Backend):
                 f" lockrace leaves it alone")
         return exists
 
+    def _end_prepared_xa(self, cur) -> None:
+        """Roll back the XA transactions this run's sessions prepared and left open."""
+        for xid in sorted(self.prepared_xa):
+            try:
+                cur.execute(f"XA ROLLBACK {xid}")
+            except pymysql.MySQLError:
+                pass  # already ended, or not ours to end
+            self.prepared_xa.discard(xid)
+
     def _blockers(self, cur) -> str:
         try:
             cur.execute("SELECT ID, USER, COMMAND, STATE FROM information_schema.PROCESSLIST"
                         " WHERE ID <> CONNECTION_ID() AND (DB = %s OR INFO LIKE %s) ORDER BY ID",
                         (self.sandbox, f"%{self.sandbox}%"))
-            return ", ".join(f"connection {i} ({u})" for i, u, _c, _s in cur.fetchall())
+            who = [f"connection {i} ({u})" for i, u, _c, _s in cur.fetchall()]
         except pymysql.MySQLError:
             return ""
+        try:
+            cur.execute("XA RECOVER")
+            if cur.fetchall():
+                who.append("or a prepared XA transaction (XA RECOVER lists them; they keep their locks"
+                           " after their connection ends: XA ROLLBACK ends one)")
+        except pymysql.MySQLError:
+            pass
+        return ", ".join(who)
 
     def _bounded_ddl(self, what: str, work) -> None:
         conn = self._connect_sync(None, bounded=True)
@@ -569,6 +605,7 @@ class MySQLBackend(Backend):
             if what != "drop" and not self.target.owned:
                 self._check_owner(cur)
             exists = self._check_mine(cur)
+            self._end_prepared_xa(cur)
             try:
                 work(cur, exists)
             except pymysql.MySQLError as exc:
@@ -588,7 +625,7 @@ class MySQLBackend(Backend):
     # ------------------------------------------------------------ connections
 
     async def connect_session(self, name: str) -> MySQLSession:
-        return MySQLSession(await self._connect(), name, self.flavor)
+        return MySQLSession(await self._connect(), name, self.flavor, self.prepared_xa)
 
     async def connect_monitor(self) -> MySQLMonitor:
         return MySQLMonitor(await self._connect(), self.flavor, self.sandbox, self.has_mdl_info)
