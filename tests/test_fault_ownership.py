@@ -19,14 +19,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from faults.cli import (REPO, SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning,  # noqa: F401
+from faults.cli import (SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning,  # noqa: F401
                         run_lockrace, server_tmp)
 from faults.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from time import perf_counter_ns
 
 import anyio.to_thread
@@ -543,25 +544,34 @@ class MySQLBackend(Backend):
                     continue  # its owner is alive
             try:
                 self._end_connections(cur, name)
+                cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.SWEEP_LOCK_WAIT_S}")
                 cur.execute(f"DROP DATABASE `{name}`")
             except pymysql.MySQLError:
                 pass  # another client holds a lock in it: left for a later run
             finally:
-                if not mine:
-                    try:
+                try:
+                    cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.DDL_LOCK_WAIT_S}")
+                    if not mine:
                         cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
-                    except pymysql.MySQLError:
-                        pass
+                except pymysql.MySQLError:
+                    pass
 
     @staticmethod
     def _end_connections(cur, name: str) -> None:
         """End the connections of a run that is gone (its sessions and monitor use its database)."""
         cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID()", (name,))
-        for (ident,) in cur.fetchall():
+        idents = [int(ident) for (ident,) in cur.fetchall()]
+        for ident in idents:
             try:
-                cur.execute(f"KILL CONNECTION {int(ident)}")
+                cur.execute(f"KILL CONNECTION {ident}")
             except pymysql.MySQLError:
                 pass
+        deadline = perf_counter_ns() + 2_000_000_000
+        while idents and perf_counter_ns() < deadline:  # KILL only flags them: wait until they are gone
+            cur.execute(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({','.join(map(str, idents))})")
+            if not int(cur.fetchone()[0]):
+                break
+            time.sleep(0.02)
 
     def _check_mine(self, cur) -> bool:
         """Whether our sandbox exists; refuses if it is no longer ours."""

@@ -435,15 +435,17 @@ class PostgresBackend(Backend):
                     continue  # its owner is alive
             try:
                 await self._end_leftovers(conn, name, f"lockrace {name} ")
+                await conn.execute(f"SET lock_timeout = '{sandbox_mod.SWEEP_LOCK_WAIT_S}s'")
                 await conn.execute(pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(name)))
             except psycopg.Error:
                 pass  # another client holds a lock in it: left for a later run
             finally:
-                if not mine:
-                    try:
+                try:
+                    await conn.execute(f"SET lock_timeout = '{sandbox_mod.DDL_LOCK_WAIT_S}s'")
+                    if not mine:
                         await conn.execute("SELECT pg_advisory_unlock(%s::int4, %s::int4)", key)
-                    except psycopg.Error:
-                        pass
+                except psycopg.Error:
+                    pass
 
     async def _blockers(self, conn: psycopg.AsyncConnection) -> str:
         """Who (other than this run) holds locks in the sandbox, as 'pid 12 (psql)'."""
