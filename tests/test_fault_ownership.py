@@ -554,3 +554,30 @@ def test_mysql_prepared_xa_of_the_run_is_rolled_back(mysql_dsn, tmp_path):
                 pass
         _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{other_db}`")
         _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{sandbox}`")
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+async def test_refused_name_is_let_go(engine, pg_dsn, pg_db, mysql_dsn, monkeypatch):
+    """A process (the app) that was refused a sandbox name holds on to nothing: asking
+    again gives the same answer, not 'in use by another lockrace process'."""
+    from lockrace.backends import open_backend
+    from lockrace.backends.sandbox import SandboxError
+    from lockrace.servers.target import mysql_target, pg_target
+
+    name = f"fault_taken_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("LOCKRACE_SANDBOX", name)
+    if engine == "postgres":
+        with pg_dsn.connect(pg_db) as conn:
+            conn.execute(f"CREATE SCHEMA {name}")
+        target = lambda: pg_target(pg_dsn.dsn(pg_db))  # noqa: E731
+    else:
+        _mysql_query(mysql_dsn, f"CREATE DATABASE `{name}`")
+        target = lambda: mysql_target(mysql_dsn.dsn())  # noqa: E731
+    try:
+        for _ in range(2):
+            with pytest.raises(SandboxError) as err:
+                await open_backend(target())
+            assert "already exists and is not a lockrace sandbox" in str(err.value)
+    finally:
+        if engine == "mysql":
+            _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{name}`")

@@ -459,8 +459,14 @@ class MySQLBackend(Backend):
             self.has_mdl_info = bool(mdl)
             if not self.target.owned:
                 await self._ensure_owner()
-                await _run(self._sweep, conn)
-                await _run(self._create, conn)
+                try:
+                    await _run(self._sweep, conn)
+                    await _run(self._create, conn)
+                except BaseException:
+                    owner, self.owner = self.owner, None  # the name is not ours after all: let it go
+                    if owner is not None:
+                        await _run(owner.close)
+                    raise
         finally:
             await _run(conn.close)
         return self

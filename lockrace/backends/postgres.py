@@ -351,8 +351,14 @@ class PostgresBackend(Backend):
     async def _claim(self, conn: psycopg.AsyncConnection) -> None:
         """Take the sandbox name, sweep sandboxes of runs that are gone, create ours."""
         await self._ensure_owner()
-        await self._sweep(conn)
-        await self._create(conn)
+        try:
+            await self._sweep(conn)
+            await self._create(conn)
+        except BaseException:
+            owner, self.owner = self.owner, None  # the name is not ours after all: let it go
+            if owner is not None:
+                await anyio.to_thread.run_sync(owner.close)
+            raise
 
     async def _comment(self, conn: psycopg.AsyncConnection, name: str) -> tuple[bool, str | None]:
         """(the schema exists, its comment)."""
