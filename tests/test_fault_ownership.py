@@ -148,6 +148,7 @@ def test_two_processes_loop_on_one_dsn_server(pg_dsn, pg_db, mysql_dsn):
         futures = [pool.submit(_loop, argv, lockrace_env(), 60) for argv, _, _ in jobs]
         results = [f.result() for f in futures]
     for (argv, server, count), runs in zip(jobs, results):
+        print(f"{server}: {len(runs)} runs of {count} scenarios in a minute")
         assert len(runs) >= 2, f"{server}: only {len(runs)} runs in a minute"
         for out in runs:
             assert out.returncode == 0, out.stdout[-3000:] + out.stderr
