@@ -582,3 +582,35 @@ async def test_refused_name_is_let_go(engine, pg_dsn, pg_db, mysql_dsn, monkeypa
     finally:
         if engine == "mysql":
             _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{name}`")
+
+
+async def test_pg_sweep_of_a_dead_namesake_spares_the_new_owner(pg_dsn, pg_db, monkeypatch):
+    """A run reuses the LOCKRACE_SANDBOX name of a run that died: sweeping the dead run's
+    backends (same application_name prefix) ends those, not the new run's own lock holder."""
+    import asyncio
+
+    import psycopg
+
+    from lockrace.backends import open_backend
+    from lockrace.backends.sandbox import advisory_key
+    from lockrace.servers.target import pg_target
+
+    sandbox = f"lockrace_ns_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("LOCKRACE_SANDBOX", sandbox)
+    dead = await open_backend(pg_target(pg_dsn.dsn(pg_db)))
+    # the dead run: its lock holder is gone, one of its session backends is still there
+    stale = psycopg.connect(pg_dsn.dsn(pg_db), autocommit=True, application_name=f"lockrace {sandbox} A")
+    dead.owner.close()
+    dead.owner = None
+    backend = await open_backend(pg_target(pg_dsn.dsn(pg_db)))
+    try:
+        with pg_dsn.connect(pg_db) as conn:
+            got = conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", advisory_key(sandbox)).fetchone()[0]
+        assert not got, "the new run's lock holder was ended by its own sweep"
+        assert not backend.owner.closed and backend.owner.execute("SELECT 1").fetchone() == (1,)
+        await asyncio.sleep(0.2)
+        with pytest.raises(psycopg.OperationalError):
+            stale.execute("SELECT 1")  # the dead run's backend was ended
+    finally:
+        stale.close()
+        await backend.drop_sandbox()

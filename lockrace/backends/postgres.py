@@ -409,9 +409,10 @@ class PostgresBackend(Backend):
         return [gid for (gid,) in await cur.fetchall()]
 
     async def _end_backends(self, conn: psycopg.AsyncConnection, prefix: str) -> None:
+        mine = [self.owner.info.backend_pid] if self.owner is not None and not self.owner.closed else []
         cur = await conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            " AND left(application_name, %s) = %s", [len(prefix), prefix])
+            " AND pid <> ALL(%s::int[]) AND left(application_name, %s) = %s", [mine, len(prefix), prefix])
         pids = [pid for (pid,) in await cur.fetchall()]
         for pid in pids:
             try:
