@@ -431,10 +431,11 @@ class MySQLBackend(Backend):
             wait = sandbox_mod.DDL_LOCK_WAIT_S
             limit = (f"max_execution_time = {sandbox_mod.STATEMENT_S * 1000}" if self.flavor == "mysql8"
                      else f"max_statement_time = {sandbox_mod.STATEMENT_S}")
-            try:
-                conn.query(f"SET SESSION lock_wait_timeout = {wait}, innodb_lock_wait_timeout = {wait}, {limit}")
-            except pymysql.MySQLError:
-                pass
+            for setting in (f"lock_wait_timeout = {wait}, innodb_lock_wait_timeout = {wait}", limit):
+                try:  # one at a time: before open() knows the flavor, the limit may be the other server's
+                    conn.query(f"SET SESSION {setting}")
+                except pymysql.MySQLError:
+                    pass
         return conn
 
     async def _connect(self, database: str | None = "", bounded: bool = False) -> _Connection:
