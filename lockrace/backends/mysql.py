@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from time import perf_counter_ns
 
 import anyio.to_thread
@@ -21,6 +22,7 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ..engine.events import Budget, LockInfo, StatementResult
 from ..engine.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
+from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
 
 
@@ -60,13 +62,28 @@ def _error_parts(exc: Exception) -> tuple[int | None, str]:
     return None, str(exc) or type(exc).__name__
 
 
+_XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')*'|[\w$]+)(?:\s*,\s*(?:'(?:[^'\\]|\\.|'')*'|[\w$]+))*)",
+                     re.IGNORECASE)
+
+
 class MySQLSession(SessionConnection):
-    def __init__(self, conn: _Connection, name: str, flavor: str):
+    def __init__(self, conn: _Connection, name: str, flavor: str, prepared_xa: set[str] | None = None):
         self.conn = conn
         self.name = name
         self.flavor = flavor
         self.ident = conn.thread_id()
         self._closed = False
+        # XA transactions this run's sessions prepared and have not ended: they outlive
+        # their connection (MariaDB 10.5+) and would hold their locks in the sandbox
+        self.prepared_xa = prepared_xa if prepared_xa is not None else set()
+
+    def _note_xa(self, sql: str) -> None:
+        for verb, xid in _XA_END.findall(sql):
+            xid = " ".join(xid.split())
+            if verb.upper() == "PREPARE":
+                self.prepared_xa.add(xid)
+            else:
+                self.prepared_xa.discard(xid)
 
     @property
     def closed(self) -> bool:
@@ -128,7 +145,10 @@ class MySQLSession(SessionConnection):
         return result
 
     async def execute(self, sql: str) -> StatementResult:
-        return await _run(self._execute_refreshed, sql)
+        result = await _run(self._execute_refreshed, sql)
+        if result.outcome == "ok" or result.result_sets:
+            self._note_xa(sql)
+        return result
 
     async def txn_state(self) -> str:
         if self.closed:
@@ -385,11 +405,15 @@ class MySQLBackend(Backend):
         self.flavor = "mariadb"
         self.version = ""
         self.has_mdl_info = False
+        self.token = sandbox_mod.new_token()
+        self.owner: _Connection | None = None  # holds the sandbox's named lock (DSN servers)
+        self.marked = True  # the server takes database comments (MariaDB 10.5+)
+        self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
 
-    def _connect_sync(self, database: str | None) -> _Connection:
+    def _connect_sync(self, database: str | None, bounded: bool = False) -> _Connection:
         kwargs = dict(self.target.mysql_kwargs)
         try:
-            return _Connection(
+            conn = _Connection(
                 **kwargs, database=database, autocommit=True, conv=_TEXT_CONV, connect_timeout=5,
                 client_flag=CLIENT.MULTI_STATEMENTS, charset="utf8mb4",
             )
@@ -401,38 +425,230 @@ class MySQLBackend(Backend):
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {message}") from None
         except (OSError, ValueError) as exc:
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {exc}") from None
+        if bounded:
+            # lockrace's own statements (sandbox DDL, setup, teardown) never wait forever
+            # behind another client's lock
+            wait = sandbox_mod.DDL_LOCK_WAIT_S
+            limit = (f"max_execution_time = {sandbox_mod.STATEMENT_S * 1000}" if self.flavor == "mysql8"
+                     else f"max_statement_time = {sandbox_mod.STATEMENT_S}")
+            for setting in (f"lock_wait_timeout = {wait}, innodb_lock_wait_timeout = {wait}", limit):
+                try:  # one at a time: before open() knows the flavor, the limit may be the other server's
+                    conn.query(f"SET SESSION {setting}")
+                except pymysql.MySQLError:
+                    pass
+        return conn
 
-    async def _connect(self, database: str | None = "") -> _Connection:
-        return await _run(self._connect_sync, self.sandbox if database == "" else database)
+    async def _connect(self, database: str | None = "", bounded: bool = False) -> _Connection:
+        return await _run(self._connect_sync, self.sandbox if database == "" else database, bounded)
 
     async def open(self) -> "MySQLBackend":
-        conn = await self._connect(None)
+        conn = await self._connect(None, bounded=True)
         try:
             def probe():
                 cur = conn.cursor()
                 cur.execute("SELECT VERSION()")
                 version = cur.fetchone()[0]
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
+                if self.target.owned:
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
                 cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS"
                             " WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE'")
                 return version, int(cur.fetchone()[0])
 
             raw, mdl = await _run(probe)
+            self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
+            self.version = raw.split("-")[0]
+            self.has_mdl_info = bool(mdl)
+            if not self.target.owned:
+                await self._ensure_owner()
+                try:
+                    await _run(self._sweep, conn)
+                    await _run(self._create, conn)
+                except BaseException:
+                    owner, self.owner = self.owner, None  # the name is not ours after all: let it go
+                    if owner is not None:
+                        await _run(owner.close)
+                    raise
         finally:
             await _run(conn.close)
-        self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
-        self.version = raw.split("-")[0]
-        self.has_mdl_info = bool(mdl)
         return self
 
+    # ------------------------------------------------------------ the sandbox on a DSN server
+
+    def _comment(self, cur, name: str) -> tuple[bool, str | None]:
+        """(the database exists, its comment: None where the server keeps none)."""
+        try:
+            cur.execute("SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,))
+        except pymysql.MySQLError:  # no SCHEMA_COMMENT before MariaDB 10.5 / on MySQL
+            cur.execute("SELECT NULL FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,))
+        row = cur.fetchone()
+        return (row is not None, row[0] if row else None)
+
+    def _owner_connect(self) -> _Connection:
+        conn = self._connect_sync(None)
+        cur = conn.cursor()
+        try:
+            cur.execute("SET SESSION wait_timeout = 31536000")  # idle for a year: still the owner
+        except pymysql.MySQLError:
+            pass
+        cur.execute("SELECT GET_LOCK(%s, 0)", (sandbox_mod.named_lock(self.sandbox),))
+        if str(cur.fetchone()[0]) != "1":
+            _, comment = self._comment(cur, self.sandbox)
+            conn.close()
+            raise sandbox_mod.refuse_existing("database", self.sandbox, comment or sandbox_mod.MARK, True)
+        return conn
+
+    async def _ensure_owner(self) -> None:
+        if self.target.owned:
+            return
+        if self.owner is None or not self.owner.open:
+            self.owner = await _run(self._owner_connect)
+
+    def _check_owner(self, cur) -> None:
+        """Take the sandbox's named lock again if someone ended our owner connection."""
+        cur.execute("SELECT IS_FREE_LOCK(%s)", (sandbox_mod.named_lock(self.sandbox),))
+        if str(cur.fetchone()[0]) != "1":
+            return  # held: by our owner connection
+        old, self.owner = self.owner, None
+        if old is not None:
+            try:
+                old.close()
+            except Exception:
+                pass
+        self.owner = self._owner_connect()
+
+    def _create(self, conn: _Connection) -> None:
+        cur = conn.cursor()
+        name = self.sandbox
+        try:
+            try:
+                cur.execute(f"CREATE DATABASE `{name}` COMMENT %s", (sandbox_mod.marker(self.token),))
+            except pymysql.err.ProgrammingError as exc:
+                if _error_parts(exc)[0] != 1064:  # a syntax error: this server takes no database comment
+                    raise
+                self.marked = False
+                cur.execute(f"CREATE DATABASE `{name}`")
+        except pymysql.MySQLError as exc:
+            errno, message = _error_parts(exc)
+            if errno == 1007:  # ER_DB_CREATE_EXISTS
+                _, comment = self._comment(cur, name)
+                raise sandbox_mod.refuse_existing("database", name, comment, False) from None
+            raise sandbox_mod.SandboxError(f"cannot create the sandbox database {name}: {message}") from None
+
+    def _sweep(self, conn: _Connection) -> None:
+        """Drop marked sandboxes whose owner is provably gone: its named lock is free."""
+        cur = conn.cursor()
+        try:
+            cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE LEFT(SCHEMA_COMMENT, %s) = %s",
+                        (len(sandbox_mod.MARK), sandbox_mod.MARK))
+        except pymysql.MySQLError:
+            return  # no database comments here: nothing is marked
+        for (name,) in cur.fetchall():
+            lock = sandbox_mod.named_lock(name)
+            mine = name == self.sandbox  # our owner connection holds this lock already
+            if not mine:
+                cur.execute("SELECT GET_LOCK(%s, 0)", (lock,))
+                if str(cur.fetchone()[0]) != "1":
+                    continue  # its owner is alive
+            try:
+                self._end_connections(cur, name)
+                cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.SWEEP_LOCK_WAIT_S}")
+                cur.execute(f"DROP DATABASE `{name}`")
+            except pymysql.MySQLError:
+                pass  # another client holds a lock in it: left for a later run
+            finally:
+                try:
+                    cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.DDL_LOCK_WAIT_S}")
+                    if not mine:
+                        cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
+                except pymysql.MySQLError:
+                    pass
+
+    @staticmethod
+    def _end_connections(cur, name: str) -> None:
+        """End the connections of a run that is gone (its sessions and monitor use its database)."""
+        cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID()", (name,))
+        idents = [int(ident) for (ident,) in cur.fetchall()]
+        for ident in idents:
+            try:
+                cur.execute(f"KILL CONNECTION {ident}")
+            except pymysql.MySQLError:
+                pass
+        deadline = perf_counter_ns() + 2_000_000_000
+        while idents and perf_counter_ns() < deadline:  # KILL only flags them: wait until they are gone
+            cur.execute(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({','.join(map(str, idents))})")
+            if not int(cur.fetchone()[0]):
+                break
+            time.sleep(0.02)
+
+    def _check_mine(self, cur) -> bool:
+        """Whether our sandbox exists; refuses if it is no longer ours."""
+        exists, comment = self._comment(cur, self.sandbox)
+        if exists and self.marked and not self.target.owned and sandbox_mod.token_of(comment) != self.token:
+            raise sandbox_mod.SandboxError(
+                f"database {self.sandbox} is no longer this run's sandbox ({sandbox_mod.owner_text(comment)});"
+                f" lockrace leaves it alone")
+        return exists
+
+    def _end_prepared_xa(self, cur) -> None:
+        """Roll back the XA transactions this run's sessions prepared and left open."""
+        for xid in sorted(self.prepared_xa):
+            try:
+                cur.execute(f"XA ROLLBACK {xid}")
+            except pymysql.MySQLError:
+                pass  # already ended, or not ours to end
+            self.prepared_xa.discard(xid)
+
+    def _blockers(self, cur) -> str:
+        try:
+            cur.execute("SELECT ID, USER, COMMAND, STATE FROM information_schema.PROCESSLIST"
+                        " WHERE ID <> CONNECTION_ID() AND (DB = %s OR INFO LIKE %s) ORDER BY ID",
+                        (self.sandbox, f"%{self.sandbox}%"))
+            who = [f"connection {i} ({u})" for i, u, _c, _s in cur.fetchall()]
+        except pymysql.MySQLError:
+            return ""
+        try:
+            cur.execute("XA RECOVER")
+            if cur.fetchall():
+                who.append("or a prepared XA transaction (XA RECOVER lists them; they keep their locks"
+                           " after their connection ends: XA ROLLBACK ends one)")
+        except pymysql.MySQLError:
+            pass
+        return ", ".join(who)
+
+    def _bounded_ddl(self, what: str, work) -> None:
+        conn = self._connect_sync(None, bounded=True)
+        try:
+            cur = conn.cursor()
+            if what != "drop" and not self.target.owned:
+                self._check_owner(cur)
+            exists = self._check_mine(cur)
+            self._end_prepared_xa(cur)
+            try:
+                work(cur, exists)
+            except pymysql.MySQLError as exc:
+                errno, message = _error_parts(exc)
+                if errno not in (1205, 1969, 3024):  # lock wait timeout, statement timeouts
+                    raise sandbox_mod.SandboxError(
+                        f"could not {what} the sandbox database {self.sandbox}: {message}") from None
+                who = self._blockers(cur)
+                raise sandbox_mod.SandboxError(
+                    f"could not {what} the sandbox database {self.sandbox}: another client holds a lock in it"
+                    + (f" ({who})" if who else "") + f" and lockrace waits at most {sandbox_mod.DDL_LOCK_WAIT_S} s;"
+                    " the database is left in place (a later lockrace run removes it once that lock is gone)"
+                ) from None
+        finally:
+            conn.close()
+
+    # ------------------------------------------------------------ connections
+
     async def connect_session(self, name: str) -> MySQLSession:
-        return MySQLSession(await self._connect(), name, self.flavor)
+        return MySQLSession(await self._connect(), name, self.flavor, self.prepared_xa)
 
     async def connect_monitor(self) -> MySQLMonitor:
         return MySQLMonitor(await self._connect(), self.flavor, self.sandbox, self.has_mdl_info)
 
     async def run_admin(self, sqls: list[str]) -> None:
-        conn = await self._connect()
+        conn = await self._connect(bounded=True)
 
         def work():
             cur = conn.cursor()
@@ -448,11 +664,15 @@ class MySQLBackend(Backend):
             await _run(conn.close)
 
     async def reset_sandbox(self) -> None:
-        conn = await self._connect(None)
+        await self._ensure_owner()
 
-        def work():
-            cur = conn.cursor()
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
+        def work(cur, exists: bool):
+            if not exists:
+                if self.target.owned:
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
+                else:
+                    self._create(cur.connection)
+                return
             cur.execute(
                 "SELECT TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (self.sandbox,)
             )
@@ -463,14 +683,16 @@ class MySQLBackend(Backend):
                 cur.execute(f"DROP {what} IF EXISTS `{self.sandbox}`.`{name}`")
             cur.execute("SET FOREIGN_KEY_CHECKS = 1")
 
-        try:
-            await _run(work)
-        finally:
-            await _run(conn.close)
+        await _run(self._bounded_ddl, "empty", work)
 
     async def drop_sandbox(self) -> None:
-        conn = await self._connect(None)
+        def work(cur, exists: bool):
+            if exists:
+                cur.execute(f"DROP DATABASE IF EXISTS `{self.sandbox}`")
+
         try:
-            await _run(conn.query, f"DROP DATABASE IF EXISTS `{self.sandbox}`")
+            await _run(self._bounded_ddl, "drop", work)
         finally:
-            await _run(conn.close)
+            owner, self.owner = self.owner, None
+            if owner is not None:
+                await _run(owner.close)

@@ -7,6 +7,7 @@ transcript shows exactly what psql or isolationtester would show.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from time import perf_counter_ns
 
@@ -17,6 +18,7 @@ from psycopg import pq, sql as pgsql
 from ..engine.events import Budget, LockInfo, StatementResult
 from ..engine.outcome import classify_postgres
 from ..servers.target import Target, redact
+from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
@@ -314,12 +316,29 @@ class PostgresBackend(Backend):
         self.target = target
         self.sandbox = target.sandbox
         self.version = ""
+        self.server_version = 0
         self.have_pgrowlocks = False
+        self.token = sandbox_mod.new_token()
+        self.owner: psycopg.Connection | None = None  # holds the sandbox's advisory lock (DSN servers)
+        # every connection of this run carries the sandbox in its application_name, so that a
+        # later run can tell (and end) the backends of a run that is gone
+        self.app_prefix = "lockrace " if target.owned else f"lockrace {self.sandbox} "
 
-    async def _connect(self, app: str, search_path: bool = True) -> psycopg.AsyncConnection:
-        kwargs = {"autocommit": True, "application_name": f"lockrace {app}"[:63], "connect_timeout": 5}
+    def _app(self, app: str) -> str:
+        return f"{self.app_prefix}{app}"[:63]
+
+    async def _connect(self, app: str, search_path: bool = True, bounded: bool = False) -> psycopg.AsyncConnection:
+        kwargs = {"autocommit": True, "application_name": self._app(app), "connect_timeout": 5}
+        options = []
         if search_path:
-            kwargs["options"] = f"-c search_path={self.sandbox}"
+            options.append(f"-c search_path={self.sandbox}")
+        if bounded:
+            # lockrace's own statements (sandbox DDL, setup, teardown) never wait forever
+            # behind another client's lock
+            options += [f"-c lock_timeout={sandbox_mod.DDL_LOCK_WAIT_S}s",
+                        f"-c statement_timeout={sandbox_mod.STATEMENT_S}s"]
+        if options:
+            kwargs["options"] = " ".join(options)
         try:
             conn = await psycopg.AsyncConnection.connect(self.target.conninfo, **kwargs)
         except psycopg.Error as exc:
@@ -333,27 +352,234 @@ class PostgresBackend(Backend):
         return conn
 
     async def open(self) -> "PostgresBackend":
-        conn = await self._connect("setup", search_path=False)
+        conn = await self._connect("setup", search_path=False, bounded=True)
         try:
             raw = conn.info.parameter_status("server_version") or ""
             self.version = raw.split()[0] if raw else str(conn.info.server_version)
-            await conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.sandbox)))
+            self.server_version = conn.info.server_version
             if self.target.owned:
+                await conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.sandbox)))
                 try:
                     await conn.execute("CREATE EXTENSION IF NOT EXISTS pgrowlocks SCHEMA public")
                 except psycopg.Error:
                     pass
+            else:
+                await self._claim(conn)
             cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")
             self.have_pgrowlocks = bool((await cur.fetchone())[0])
         finally:
             await conn.close()
         return self
 
-    def _connect_blocking(self, app: str) -> psycopg.Connection:
+    # ------------------------------------------------------------ the sandbox on a DSN server
+
+    def _owner_connect(self) -> psycopg.Connection:
+        """The connection that holds the sandbox's advisory lock while this run lives."""
+        conn = self._connect_blocking("owner", search_path=False)
+        for setting in ("idle_session_timeout", "idle_in_transaction_session_timeout"):
+            try:
+                conn.execute(pgsql.SQL("SET {} = 0").format(pgsql.Identifier(setting)))
+            except psycopg.Error:
+                pass  # idle_session_timeout: PostgreSQL 14 on
+        key = sandbox_mod.advisory_key(self.sandbox)
+        if not conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key).fetchone()[0]:
+            comment = conn.execute("SELECT obj_description(to_regnamespace(%s), 'pg_namespace')",
+                                   [self.sandbox]).fetchone()[0]
+            conn.close()
+            raise sandbox_mod.refuse_existing("schema", self.sandbox, comment or sandbox_mod.MARK, True)
+        return conn
+
+    async def _ensure_owner(self) -> None:
+        if self.target.owned:
+            return
+        if self.owner is None or self.owner.closed or self.owner.broken:
+            self.owner = await anyio.to_thread.run_sync(self._owner_connect)
+
+    async def _check_owner(self, conn: psycopg.AsyncConnection) -> None:
+        """Take the sandbox's lock again if our owner connection lost it (someone ended it)."""
+        key = sandbox_mod.advisory_key(self.sandbox)
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key)
+        if not (await cur.fetchone())[0]:
+            return  # held: by our owner connection
+        await conn.execute("SELECT pg_advisory_unlock(%s::int4, %s::int4)", key)
+        old, self.owner = self.owner, None
+        if old is not None:
+            await anyio.to_thread.run_sync(old.close)
+        await self._ensure_owner()
+
+    async def _claim(self, conn: psycopg.AsyncConnection) -> None:
+        """Take the sandbox name, sweep sandboxes of runs that are gone, create ours."""
+        await self._ensure_owner()
+        try:
+            await self._sweep(conn)
+            await self._create(conn)
+        except BaseException:
+            owner, self.owner = self.owner, None  # the name is not ours after all: let it go
+            if owner is not None:
+                await anyio.to_thread.run_sync(owner.close)
+            raise
+
+    async def _comment(self, conn: psycopg.AsyncConnection, name: str) -> tuple[bool, str | None]:
+        """(the schema exists, its comment)."""
+        cur = await conn.execute(
+            "SELECT obj_description(n.oid, 'pg_namespace') FROM pg_namespace n WHERE n.nspname = %s", [name])
+        row = await cur.fetchone()
+        return (row is not None, row[0] if row else None)
+
+    async def _create(self, conn: psycopg.AsyncConnection) -> None:
+        ident = pgsql.Identifier(self.sandbox)
+        try:
+            async with conn.transaction():
+                await conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(ident))
+                await conn.execute(pgsql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+                    ident, pgsql.Literal(sandbox_mod.marker(self.token))))
+        except psycopg.errors.DuplicateSchema:
+            _, comment = await self._comment(conn, self.sandbox)
+            raise sandbox_mod.refuse_existing("schema", self.sandbox, comment, False) from None
+        except psycopg.Error as exc:
+            raise sandbox_mod.SandboxError(
+                f"cannot create the sandbox schema {self.sandbox}: {_first_line(exc)}") from None
+
+    async def _end_leftovers(self, conn: psycopg.AsyncConnection, name: str, prefix: str | None) -> None:
+        """End what keeps locks in sandbox ``name`` of a run that is over: its backends
+        (known by their application_name ``prefix``) and prepared transactions holding locks in it."""
+        if prefix:
+            await self._end_backends(conn, prefix)
+        for gid in await self._prepared_in(conn, name):
+            try:
+                await conn.execute(pgsql.SQL("ROLLBACK PREPARED {}").format(pgsql.Literal(gid)))
+            except psycopg.Error:
+                pass
+
+    @staticmethod
+    async def _prepared_in(conn: psycopg.AsyncConnection, name: str) -> list[str]:
+        """Prepared transactions (they outlive their session) holding locks in schema ``name``.
+
+        A prepared transaction's locks have no pid; they share its virtual transaction
+        with the lock on its own transaction id."""
+        cur = await conn.execute(
+            "SELECT DISTINCT p.gid FROM pg_prepared_xacts p"
+            " JOIN pg_locks x ON x.locktype = 'transactionid' AND x.transactionid = p.transaction AND x.pid IS NULL"
+            " JOIN pg_locks l ON l.virtualtransaction = x.virtualtransaction AND l.pid IS NULL"
+            "  AND l.locktype = 'relation'"
+            " JOIN pg_class c ON c.oid = l.relation"
+            " WHERE p.database = current_database()"
+            " AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = %s)", [name])
+        return [gid for (gid,) in await cur.fetchall()]
+
+    async def _end_backends(self, conn: psycopg.AsyncConnection, prefix: str) -> None:
+        mine = [self.owner.info.backend_pid] if self.owner is not None and not self.owner.closed else []
+        cur = await conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND pid <> ALL(%s::int[]) AND left(application_name, %s) = %s", [mine, len(prefix), prefix])
+        pids = [pid for (pid,) in await cur.fetchall()]
+        for pid in pids:
+            try:
+                await conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+            except psycopg.Error:
+                pass  # another role's backend and no pg_signal_backend: the DROP below says what blocks
+        for _ in range(50):  # pg_terminate_backend only signals: wait (up to 1 s) until they are gone
+            if not pids:
+                break
+            cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
+            if not (await cur.fetchone())[0]:
+                break
+            await asyncio.sleep(0.02)
+
+    async def _sweep(self, conn: psycopg.AsyncConnection) -> None:
+        """Drop marked sandboxes (in this database) whose owner is provably gone: its lock is free."""
+        cur = await conn.execute(
+            "SELECT n.nspname, d.description FROM pg_namespace n"
+            " JOIN pg_description d ON d.objoid = n.oid AND d.classoid = 'pg_namespace'::regclass AND d.objsubid = 0"
+            " WHERE left(d.description, %s) = %s ORDER BY 1", [len(sandbox_mod.MARK), sandbox_mod.MARK])
+        for name, _comment in await cur.fetchall():
+            key = sandbox_mod.advisory_key(name)
+            mine = name == self.sandbox  # our owner connection holds this key already
+            if not mine:
+                cur = await conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key)
+                if not (await cur.fetchone())[0]:
+                    continue  # its owner is alive
+            try:
+                await self._end_leftovers(conn, name, f"lockrace {name} ")
+                await conn.execute(f"SET lock_timeout = '{sandbox_mod.SWEEP_LOCK_WAIT_S}s'")
+                await conn.execute(pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(name)))
+            except psycopg.Error:
+                pass  # another client holds a lock in it: left for a later run
+            finally:
+                try:
+                    await conn.execute(f"SET lock_timeout = '{sandbox_mod.DDL_LOCK_WAIT_S}s'")
+                    if not mine:
+                        await conn.execute("SELECT pg_advisory_unlock(%s::int4, %s::int4)", key)
+                except psycopg.Error:
+                    pass
+
+    async def _blockers(self, conn: psycopg.AsyncConnection) -> str:
+        """Who (other than this run) holds locks in the sandbox, as 'pid 12 (psql)'."""
+        try:
+            cur = await conn.execute(
+                "SELECT DISTINCT a.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                " LEFT JOIN pg_class c ON c.oid = l.relation"
+                " WHERE l.granted AND l.pid <> pg_backend_pid()"
+                " AND (c.relnamespace = to_regnamespace(%s)"
+                "      OR (l.locktype = 'object' AND l.classid = 'pg_namespace'::regclass"
+                "          AND l.objid = to_regnamespace(%s)))"
+                " ORDER BY 1", [self.sandbox, self.sandbox])
+            rows = await cur.fetchall()
+            prepared = await self._prepared_in(conn, self.sandbox)
+        except psycopg.Error:
+            return ""
+        who = [f"pid {pid}" + (f" ({app})" if app else "") for pid, app in rows]
+        return ", ".join(who + [f"prepared transaction '{gid}'" for gid in prepared])
+
+    async def _sandbox_ddl(self, what: str, statements: list) -> None:
+        """Drop (and recreate) our own sandbox; bounded, with a clear sentence when it cannot."""
+        conn = await self._connect("setup", search_path=False, bounded=True)
+        try:
+            if what != "drop":
+                await self._check_owner(conn)
+            exists, comment = await self._comment(conn, self.sandbox)
+            if exists and sandbox_mod.token_of(comment) != self.token:
+                raise sandbox_mod.SandboxError(
+                    f"schema {self.sandbox} is no longer this run's sandbox ({sandbox_mod.owner_text(comment)});"
+                    f" lockrace leaves it alone")
+            if exists:
+                await self._end_leftovers(conn, self.sandbox, None)  # this run's prepared transactions
+            try:
+                async with conn.transaction():
+                    for statement in statements:
+                        await conn.execute(statement)
+            except psycopg.errors.LockNotAvailable:
+                who = await self._blockers(conn)
+                raise sandbox_mod.SandboxError(
+                    f"could not {what} the sandbox schema {self.sandbox}: another client holds a lock in it"
+                    + (f" ({who})" if who else "") + f" and lockrace waits at most {sandbox_mod.DDL_LOCK_WAIT_S} s;"
+                    " the schema is left in place (a later lockrace run removes it once that lock is gone)") from None
+            except psycopg.errors.QueryCanceled:
+                raise sandbox_mod.SandboxError(
+                    f"could not {what} the sandbox schema {self.sandbox} within {sandbox_mod.STATEMENT_S} s;"
+                    " the schema is left in place") from None
+        finally:
+            await conn.close()
+
+    def _schema_statements(self, recreate: bool) -> list:
+        ident = pgsql.Identifier(self.sandbox)
+        out = [pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident)]
+        if recreate:
+            out += [pgsql.SQL("CREATE SCHEMA {}").format(ident),
+                    pgsql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, pgsql.Literal(sandbox_mod.marker(self.token)))]
+        return out
+
+    # ------------------------------------------------------------ connections
+
+    def _connect_blocking(self, app: str, search_path: bool = True) -> psycopg.Connection:
+        options = [f"-c search_path={self.sandbox}"] if search_path else []
+        if not self.target.owned and self.server_version >= 140000:
+            # a backend waiting on a lock notices within a second that lockrace is gone
+            options.append("-c client_connection_check_interval=1000")
         try:
             conn = psycopg.Connection.connect(
-                self.target.conninfo, autocommit=True, application_name=f"lockrace {app}"[:63],
-                connect_timeout=5, options=f"-c search_path={self.sandbox}",
+                self.target.conninfo, autocommit=True, application_name=self._app(app),
+                connect_timeout=5, options=" ".join(options),
             )
         except (psycopg.Error, OSError) as exc:
             raise _connect_error(exc, self.target) from None
@@ -373,7 +599,7 @@ class PostgresBackend(Backend):
         return PostgresMonitor(conn, self.have_pgrowlocks)
 
     async def run_admin(self, sqls: list[str]) -> None:
-        conn = await self._connect("setup")
+        conn = await self._connect("setup", bounded=True)
         try:
             for text in sqls:
                 if text.strip():
@@ -382,17 +608,34 @@ class PostgresBackend(Backend):
             await conn.close()
 
     async def reset_sandbox(self) -> None:
-        conn = await self._connect("setup", search_path=False)
-        try:
-            ident = pgsql.Identifier(self.sandbox)
-            await conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident))
-            await conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(ident))
-        finally:
-            await conn.close()
+        if self.target.owned:
+            conn = await self._connect("setup", search_path=False, bounded=True)
+            try:
+                ident = pgsql.Identifier(self.sandbox)
+                await conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident))
+                await conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(ident))
+            finally:
+                await conn.close()
+            return
+        await self._ensure_owner()
+        await self._sandbox_ddl("empty", self._schema_statements(recreate=True))
 
     async def drop_sandbox(self) -> None:
-        conn = await self._connect("setup", search_path=False)
+        if self.target.owned:
+            conn = await self._connect("setup", search_path=False, bounded=True)
+            try:
+                await conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(self.sandbox)))
+            finally:
+                await conn.close()
+            return
         try:
-            await conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(self.sandbox)))
+            await self._sandbox_ddl("drop", self._schema_statements(recreate=False))
         finally:
-            await conn.close()
+            owner, self.owner = self.owner, None
+            if owner is not None:
+                await anyio.to_thread.run_sync(owner.close)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return redact(text.splitlines()[0]) if text else type(exc).__name__

@@ -102,6 +102,9 @@ class PgPlace:
             return self.conninfo
         await self.backend.reset_sandbox()
         settings = {"search_path": self.backend.sandbox, **self._settings}
+        if getattr(self.backend, "server_version", 0) >= 140000:
+            # a backend waiting on a lock notices within a second that lockrace is gone
+            settings["client_connection_check_interval"] = "1000"
         conninfo = make_conninfo(self.target.conninfo, options=_options(settings))
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=5)

@@ -60,6 +60,7 @@ def wheel_version() -> str:
 class EmbeddedPostgres(PrivateServer):
     kind = "postgres"
     stop_signal = signal.SIGINT  # fast shutdown: roll back and disconnect clients
+    death_signal = signal.SIGQUIT  # immediate shutdown: ends every backend at once, waits for nothing
 
     def __init__(self) -> None:
         super().__init__()

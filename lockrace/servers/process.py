@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import ctypes
+import functools
 import os
 import pwd
 import shutil
@@ -55,10 +56,10 @@ def chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
             os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+def _die_with_parent(sig: int) -> None:  # pragma: no cover - runs in the child
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        libc.prctl(1, int(sig))  # PR_SET_PDEATHSIG
     except OSError:
         pass
 
@@ -74,8 +75,9 @@ def _launch(fn):
     when the *thread* that forked it exits: forking from short-lived worker
     threads would stop the server early, so every server is forked from this
     one thread, whichever thread asked.  If lockrace is killed outright the
-    server gets SIGTERM and shuts down; its directory is swept at the next
-    start (sweep_stale).
+    server gets its ``death_signal``, a shutdown that does not wait for running
+    statements or connected clients (the data is scratch); its directory is
+    swept at the next start (sweep_stale).
     """
     global _launcher
     with _launcher_lock:
@@ -88,9 +90,12 @@ def _pid_alive(pid_file: Path) -> bool:
     try:
         pid = int(pid_file.read_text().split()[0])
         os.kill(pid, 0)
-        return True
     except (OSError, ValueError, IndexError):
         return False
+    try:  # a server killed with lockrace may stay a zombie until init reaps it: that is dead
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def sweep_stale(kind: str, min_age_s: float = 60.0) -> None:
@@ -116,6 +121,7 @@ class PrivateServer:
 
     kind = "server"
     stop_signal = signal.SIGTERM
+    death_signal = signal.SIGKILL  # sent by the kernel when lockrace dies (PR_SET_PDEATHSIG)
 
     def __init__(self) -> None:
         self.dir: Path | None = None
@@ -217,7 +223,7 @@ class PrivateServer:
                     stderr=subprocess.STDOUT,
                     user=self.user.pw_uid if self.user else None,
                     group=self.user.pw_gid if self.user else None,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=functools.partial(_die_with_parent, self.death_signal),
                     start_new_session=True,  # a Ctrl-C in the terminal reaches lockrace, not the server
                 )
 

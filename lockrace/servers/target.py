@@ -4,13 +4,16 @@ Order of choice for each engine: the ``--pg`` / ``--mysql`` flag, then the
 ``LOCKRACE_PG_DSN`` / ``LOCKRACE_MYSQL_DSN`` environment variable, then a
 private server (embedded PostgreSQL 18 from the wheel; MariaDB/MySQL from
 ``mariadbd`` / ``mysqld`` on PATH).  On a server lockrace did not start it
-works only inside its own schema (PostgreSQL) or database (MySQL family).
+works only inside its own schema (PostgreSQL) or database (MySQL family):
+by default a fresh one per lockrace process (``lockrace_`` and a random
+suffix), or the one ``LOCKRACE_SANDBOX`` names (see backends/sandbox.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -53,7 +56,8 @@ class Target:
 
 
 def sandbox_name() -> str:
-    name = os.environ.get(SANDBOX_ENV, DEFAULT_SANDBOX)
+    """The sandbox on a DSN server: LOCKRACE_SANDBOX, or a fresh name each time."""
+    name = os.environ.get(SANDBOX_ENV) or f"{DEFAULT_SANDBOX}_{secrets.token_hex(4)}"
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", name):
         raise DsnError(f"{SANDBOX_ENV} must be a plain lower-case identifier, got {name!r}")
     return name

@@ -1,0 +1,86 @@
+"""lockrace's own sandbox on a server it did not start: named, marked, owned.
+
+Each lockrace process works in a schema (PostgreSQL) or database (MariaDB/MySQL)
+of its own, created by this process (never adopted: no IF NOT EXISTS) and
+marked as lockrace's with a comment naming its owner (host, pid, start time
+and a random token).  The owner proves it is alive by holding a session lock
+on a connection of its own for as long as it runs: a PostgreSQL advisory lock
+on a key derived from the sandbox name, or a MariaDB/MySQL named lock
+(GET_LOCK).  The server releases that lock when the owner's connection ends,
+so a marked sandbox whose lock is free belongs to a process that is gone
+(killed, crashed): the next lockrace run on that server removes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import socket
+import time
+
+from .base import ConnectError
+
+MARK = "lockrace sandbox;"
+ADVISORY_CLASS = 0x6C6B7263  # 'lkrc': first key of the two-key advisory lock
+DDL_LOCK_WAIT_S = 5  # how long sandbox DDL, setup and teardown wait for a lock held by another client
+SWEEP_LOCK_WAIT_S = 1  # removing a dead run's sandbox: a foreign lock in it makes the start wait this long
+STATEMENT_S = 60  # and how long any one of those statements may run
+
+
+class SandboxError(ConnectError):
+    """The sandbox cannot be created, emptied or dropped: one clear sentence."""
+
+
+def new_token() -> str:
+    return secrets.token_hex(4)
+
+
+def marker(token: str) -> str:
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    host = re.sub(r"[^\w.-]", "", socket.gethostname())[:40]
+    return f"{MARK} host={host} pid={os.getpid()} started={started} token={token}"
+
+
+def is_marked(comment: str | None) -> bool:
+    return bool(comment) and comment.startswith(MARK)
+
+
+def token_of(comment: str | None) -> str:
+    m = re.search(r"\btoken=(\w+)", comment or "")
+    return m.group(1) if m else ""
+
+
+def owner_text(comment: str | None) -> str:
+    """'pid 123 on host h since 2026-...' from a marker comment."""
+    facts = dict(re.findall(r"\b(host|pid|started)=(\S+)", comment or ""))
+    if not facts:
+        return "owner unknown"
+    return f"pid {facts.get('pid', '?')} on host {facts.get('host', '?')}, started {facts.get('started', '?')}"
+
+
+def advisory_key(name: str) -> tuple[int, int]:
+    """PostgreSQL two-key advisory lock (int4, int4) for sandbox ``name``."""
+    digest = hashlib.blake2b(name.encode(), digest_size=4).digest()
+    return ADVISORY_CLASS, int.from_bytes(digest, "big", signed=True)
+
+
+def named_lock(name: str) -> str:
+    """MariaDB/MySQL GET_LOCK name for sandbox ``name`` (at most 64 characters)."""
+    return f"lockrace:{name}"[:64]
+
+
+def refuse_existing(kind: str, name: str, comment: str | None, owner_alive: bool) -> SandboxError:
+    """Why an existing schema/database of that name cannot be this run's sandbox."""
+    if not is_marked(comment):
+        return SandboxError(
+            f"{kind} {name} already exists and is not a lockrace sandbox; lockrace never touches it: "
+            f"set LOCKRACE_SANDBOX to another name (or leave it unset for a fresh one)")
+    if owner_alive:
+        return SandboxError(
+            f"{kind} {name} is the sandbox of another lockrace process that is still running "
+            f"({owner_text(comment)}): set LOCKRACE_SANDBOX to another name (or leave it unset for a fresh one)")
+    return SandboxError(
+        f"{kind} {name} is left over from a lockrace run that is gone ({owner_text(comment)}) but could not be "
+        f"removed (another client holds a lock in it): set LOCKRACE_SANDBOX to another name")
