@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
+import threading
+import time
 
 from . import __version__
 
@@ -93,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+INTERRUPTED_LINE = "lockrace: interrupted; statements cancelled, servers stopped"
+EXIT_INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -104,15 +112,78 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             return cmd_list(args)
         if args.command == "run":
-            return asyncio.run(cmd_run(args))
+            return _run_headless(args)
         if args.command == "bench":
             from .lab.cli import cmd_bench
 
             return cmd_bench(args)
         return cmd_app(args)
     except KeyboardInterrupt:
-        print("lockrace: interrupted; statements cancelled, servers stopped", file=sys.stderr)
-        return 130
+        print(INTERRUPTED_LINE, file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+class Interrupt:
+    """How ``lockrace run`` ends on SIGINT, SIGTERM or SIGHUP, whatever the server does.
+
+    The first signal cancels the run: running statements are cancelled through
+    the server, prepared and open transactions rolled back, connections closed
+    and private servers stopped, each step with a short deadline.  A watchdog
+    thread bounds the whole: GRACE_S after the signal it stops the private
+    servers itself (SIGKILL if they do not stop at once: a frozen server) and
+    ends the process with 130, so that no worker thread stuck inside a driver
+    call on a server that does not answer can hold the exit.
+    """
+
+    GRACE_S = 1.4
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.servers: list = []  # Servers instances whose private servers must not outlive us
+        self._once = threading.Lock()
+
+    def install(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, self.fire, task)
+
+    def fire(self, task: asyncio.Task | None = None) -> None:
+        if self.fired:
+            return
+        self.fired = True
+        threading.Thread(target=self._watchdog, name="lockrace-exit", daemon=True).start()
+        if task is not None:
+            task.cancel()
+
+    def _watchdog(self) -> None:
+        time.sleep(self.GRACE_S)
+        self.exit_now()
+
+    def exit_now(self) -> None:
+        """Stop what lockrace started, say so, and leave now (no thread joins)."""
+        if not self._once.acquire(blocking=False):
+            return
+        for servers in self.servers:
+            servers.stop_now()
+        from .servers.process import stop_all
+
+        stop_all(0.3)  # and any server still starting
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        with contextlib.suppress(Exception):
+            print(INTERRUPTED_LINE, file=sys.stderr, flush=True)
+        os._exit(EXIT_INTERRUPTED)
+
+
+def _run_headless(args) -> int:
+    guard = Interrupt()
+    args.interrupt = guard
+    try:
+        code = asyncio.run(cmd_run(args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        guard.fired = True
+    if guard.fired:
+        guard.exit_now()
+    return code
 
 
 def _raise_interrupt(signum, frame):
@@ -152,6 +223,12 @@ async def cmd_run(args) -> int:
     from .scenario.errors import ScenarioError
     from .scenario.library import resolve
 
+    from .backends.base import ConnectError
+
+    guard = getattr(args, "interrupt", None)
+    if guard is not None:
+        guard.install(asyncio.get_running_loop(), asyncio.current_task())
+
     try:
         scenarios = [resolve(name) for name in args.scenarios]
     except ScenarioError as exc:
@@ -173,6 +250,8 @@ async def cmd_run(args) -> int:
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
     servers = Servers(args.pg, args.mysql)
+    if guard is not None:
+        guard.servers.append(servers)
     reports = []
     try:
         for sc, engine in plan:
@@ -181,10 +260,17 @@ async def cmd_run(args) -> int:
             except ServerUnavailable as exc:
                 print(f"lockrace: {exc}", file=sys.stderr)
                 return EXIT_UNUSABLE
-            report = await run_one(sc, backend, args, origin=servers.origin(engine))
+            backend.admin_timeout = args.step_timeout
+            try:
+                report = await run_one(sc, backend, args, origin=servers.origin(engine))
+            except ConnectError as exc:  # e.g. more sessions than the server accepts
+                print(f"lockrace: {exc}", file=sys.stderr)
+                return EXIT_UNUSABLE
             reports.append((report, servers.origin(engine)))
     finally:
-        await servers.close()
+        await servers.close(quick=guard is not None and guard.fired)
+    if guard is not None and guard.fired:
+        return EXIT_INTERRUPTED
     if args.format == "json":
         from .render.json_report import report_dict
 
@@ -209,15 +295,17 @@ async def run_one(sc, backend, args, origin: str):
     race = Race(backend, sc.session_names())
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)
+    guard = getattr(args, "interrupt", None)
     try:
         report = await runner.run()
         try:
             await runner.teardown()
         except Exception as exc:  # teardown trouble is reported, not fatal
             if stream:
-                print(f"-- teardown: {exc}")
+                print(f"-- teardown: {_first_line(exc)}")
     finally:
-        await race.close()
+        # interrupted: cancel, roll back (prepared transactions too) and close within moments
+        await race.close(grace=0.4 if guard is not None and guard.fired else 2.0)
     if stream:
         for line in transcript.footer(report, origin):
             print(line)
@@ -227,6 +315,23 @@ async def run_one(sc, backend, args, origin: str):
 
 class ServerUnavailable(Exception):
     pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def _start_in_thread(factory, dsn, targets: dict, engine: str):
+    """Start (or point at) a server in a thread.  The target is registered as
+    soon as it exists, even if the run was interrupted meanwhile, so that a
+    server that finished starting after Ctrl-C is stopped all the same."""
+    def start():
+        target = factory(dsn)
+        targets[engine] = target
+        return target
+
+    return await asyncio.to_thread(start)
 
 
 class Servers:
@@ -250,22 +355,29 @@ class Servers:
 
         try:
             factory = pg_target if engine == "postgres" else mysql_target
-            target = await asyncio.to_thread(factory, self.dsn[engine])
-            self.targets[engine] = target
+            target = await _start_in_thread(factory, self.dsn[engine], self.targets, engine)
             self.backends[engine] = await open_backend(target)
         except (ServerStartError, DsnError, ConnectError) as exc:
             raise ServerUnavailable(str(exc)) from None
         return self.backends[engine]
 
-    async def close(self) -> None:
+    async def close(self, quick: bool = False) -> None:
+        """Drop the sandbox on servers lockrace did not start, stop the ones it did
+        (``quick``: interrupted, every step within moments)."""
         for engine, target in self.targets.items():
             backend = self.backends.get(engine)
             if backend is not None and not target.owned:
                 try:
-                    await backend.drop_sandbox()
-                except Exception:
+                    await asyncio.wait_for(backend.drop_sandbox(), 0.5 if quick else backend.admin_timeout + 5)
+                except (asyncio.TimeoutError, Exception):
                     pass
-            await asyncio.to_thread(target.stop)
+            await asyncio.to_thread(target.stop, 0.5 if quick else 10.0)
+
+    def stop_now(self) -> None:
+        """From any thread: stop the private servers at once (see Interrupt)."""
+        for target in list(self.targets.values()):
+            with contextlib.suppress(Exception):
+                target.stop(0.3)
 
 
 if __name__ == "__main__":  # pragma: no cover

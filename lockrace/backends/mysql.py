@@ -9,7 +9,10 @@ MySQL 8 server can be installed where lockrace is developed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import re
+import socket
 from time import perf_counter_ns
 
 import anyio.to_thread
@@ -51,6 +54,28 @@ _TEXT_CONV = {k: v for k, v in pymysql.converters.conversions.items() if not isi
 
 def _run(fn, *args):
     return anyio.to_thread.run_sync(fn, *args)
+
+
+def _shut(conn: _Connection) -> None:
+    """Shut ``conn``'s socket from another thread: a driver call blocked on it returns."""
+    sock = getattr(conn, "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+async def _close_bounded(conn: _Connection) -> None:
+    """Close ``conn`` (its QUIT packet) without waiting on a server that does not answer."""
+    call = asyncio.ensure_future(_run(conn.close))
+    try:
+        await asyncio.wait_for(asyncio.shield(call), 1.0)
+    except asyncio.TimeoutError:
+        _shut(conn)
+    except asyncio.CancelledError:
+        _shut(conn)
+        raise
+    except Exception:
+        pass
 
 
 def _error_parts(exc: Exception) -> tuple[int | None, str]:
@@ -206,6 +231,8 @@ def _table_name(raw: str | None) -> str:
 class MySQLMonitor(MonitorConnection):
     def __init__(self, conn: _Connection, flavor: str, sandbox: str, has_mdl_info: bool):
         self.conn = conn
+        self.ident = conn.thread_id()
+        self._broken = False
         self.flavor = flavor
         self._innodb_read_at = 0.0
         self.sandbox = sandbox
@@ -218,20 +245,29 @@ class MySQLMonitor(MonitorConnection):
             cur.execute(sql, args)
             return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
-        async with self.lock:
+        await self.lock.acquire()
+        try:
             call = asyncio.ensure_future(_run(work))
-            try:
-                return await asyncio.shield(call)
-            except asyncio.CancelledError:
-                # The worker thread goes on using the connection: keep the lock until
-                # it is done, or the next query (Race.close's KILL QUERY right after
-                # cancelling the watcher) would interleave packets on this connection
-                # and break it ("Packet sequence number wrong").
-                try:
-                    await call
-                except BaseException:
-                    pass
-                raise
+        except BaseException:
+            self.lock.release()
+            raise
+        # The worker thread goes on using the connection even when this caller is
+        # cancelled: the lock is released only once it is done, or the next query
+        # (Race.close's KILL QUERY right after cancelling the watcher) would
+        # interleave packets on this connection and break it ("Packet sequence
+        # number wrong").  The caller itself returns at once when cancelled.
+        call.add_done_callback(lambda _: self.lock.release())
+        try:
+            return await asyncio.shield(call)
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError, OSError) as exc:
+            if not self.conn.open or _error_parts(exc)[0] in MYSQL_CONNECTION_ERRORS \
+                    or isinstance(exc, (pymysql.err.InterfaceError, OSError)):
+                self._broken = True
+            raise
+
+    @property
+    def closed(self) -> bool:
+        return self._broken or not self.conn.open
 
     async def _innodb_query(self, sql: str, args=None) -> list[tuple]:
         """Read MariaDB's INNODB_TRX / INNODB_LOCKS / INNODB_LOCK_WAITS.
@@ -386,13 +422,28 @@ class MySQLBackend(Backend):
         self.version = ""
         self.has_mdl_info = False
 
-    def _connect_sync(self, database: str | None) -> _Connection:
+    def _connect_sync(self, database: str | None, role: str = "session") -> _Connection:
+        """A connection; ``role`` "admin" (setup, teardown, sandbox) or "monitor"
+        gets server-side bounds on every statement it runs, and an admin one a
+        client-side read timeout (a server that stops answering)."""
         kwargs = dict(self.target.mysql_kwargs)
+        if role == "admin":
+            kwargs["read_timeout"] = self.admin_timeout + 5
         try:
-            return _Connection(
+            conn = _Connection(
                 **kwargs, database=database, autocommit=True, conv=_TEXT_CONV, connect_timeout=5,
                 client_flag=CLIENT.MULTI_STATEMENTS, charset="utf8mb4",
             )
+            if role in ("admin", "monitor"):
+                seconds = max(1, math.ceil(self.admin_timeout)) if role == "admin" else 1
+                limits = [f"lock_wait_timeout = {seconds}", f"innodb_lock_wait_timeout = {seconds}"]
+                budget = self.admin_timeout if role == "admin" else 5.0
+                if self.flavor == "mariadb":
+                    limits.append(f"max_statement_time = {budget:g}")
+                else:
+                    limits.append(f"max_execution_time = {int(budget * 1000)}")
+                conn.query("SET SESSION " + ", ".join(limits))
+            return conn
         except pymysql.MySQLError as exc:
             errno, message = _error_parts(exc)
             message = message.split("\n")[0].strip()  # keep the server's closing parenthesis
@@ -402,11 +453,38 @@ class MySQLBackend(Backend):
         except (OSError, ValueError) as exc:
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {exc}") from None
 
-    async def _connect(self, database: str | None = "") -> _Connection:
-        return await _run(self._connect_sync, self.sandbox if database == "" else database)
+    async def _connect(self, database: str | None = "", role: str = "admin") -> _Connection:
+        return await _run(self._connect_sync, self.sandbox if database == "" else database, role)
+
+    async def _admin_call(self, conn: _Connection, work):
+        """Run ``work`` (blocking, on ``conn``) in a worker thread.  Cancelled, it
+        returns at once: the statement is killed on the server from a fresh
+        connection and, if the thread is still inside the driver after a second,
+        the socket is shut so that it comes out (nothing waits on the server)."""
+        call = asyncio.ensure_future(_run(work))
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            ident = conn.thread_id()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(asyncio.ensure_future(_run(self._kill_query, ident))), 1.0)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(call), 1.0)
+            if not call.done():
+                _shut(conn)
+            raise
+
+    def _kill_query(self, ident: int) -> None:
+        kwargs = dict(self.target.mysql_kwargs)
+        kwargs["read_timeout"] = 1
+        killer = _Connection(**kwargs, autocommit=True, conv=_TEXT_CONV, connect_timeout=1, charset="utf8mb4")
+        try:
+            killer.query(f"KILL QUERY {int(ident)}")
+        finally:
+            killer.close()
 
     async def open(self) -> "MySQLBackend":
-        conn = await self._connect(None)
+        conn = await self._connect(None, role="probe")  # the flavor (which limits exist) is not known yet
         try:
             def probe():
                 cur = conn.cursor()
@@ -417,19 +495,19 @@ class MySQLBackend(Backend):
                             " WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE'")
                 return version, int(cur.fetchone()[0])
 
-            raw, mdl = await _run(probe)
+            raw, mdl = await self._admin_call(conn, probe)
         finally:
-            await _run(conn.close)
+            await _close_bounded(conn)
         self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
         self.version = raw.split("-")[0]
         self.has_mdl_info = bool(mdl)
         return self
 
     async def connect_session(self, name: str) -> MySQLSession:
-        return MySQLSession(await self._connect(), name, self.flavor)
+        return MySQLSession(await self._connect(role="session"), name, self.flavor)
 
     async def connect_monitor(self) -> MySQLMonitor:
-        return MySQLMonitor(await self._connect(), self.flavor, self.sandbox, self.has_mdl_info)
+        return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info)
 
     async def run_admin(self, sqls: list[str]) -> None:
         conn = await self._connect()
@@ -443,9 +521,9 @@ class MySQLBackend(Backend):
                         pass
 
         try:
-            await _run(work)
+            await self._admin_call(conn, work)
         finally:
-            await _run(conn.close)
+            await _close_bounded(conn)
 
     async def reset_sandbox(self) -> None:
         conn = await self._connect(None)
@@ -464,13 +542,13 @@ class MySQLBackend(Backend):
             cur.execute("SET FOREIGN_KEY_CHECKS = 1")
 
         try:
-            await _run(work)
+            await self._admin_call(conn, work)
         finally:
-            await _run(conn.close)
+            await _close_bounded(conn)
 
     async def drop_sandbox(self) -> None:
         conn = await self._connect(None)
         try:
-            await _run(conn.query, f"DROP DATABASE IF EXISTS `{self.sandbox}`")
+            await self._admin_call(conn, lambda: conn.query(f"DROP DATABASE IF EXISTS `{self.sandbox}`"))
         finally:
-            await _run(conn.close)
+            await _close_bounded(conn)

@@ -7,6 +7,7 @@ transcript shows exactly what psql or isolationtester would show.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from time import perf_counter_ns
 
@@ -172,11 +173,16 @@ class PostgresSession(SessionConnection):
 class PostgresMonitor(MonitorConnection):
     def __init__(self, conn: psycopg.AsyncConnection, have_pgrowlocks: bool):
         self.conn = conn
+        self.ident = conn.info.backend_pid
         self.have_pgrowlocks = have_pgrowlocks
         # pg_locks.waitstart exists from PostgreSQL 14 on
         waited = "extract(epoch FROM clock_timestamp() - w.waitstart)::float8" \
             if conn.info.server_version >= 140000 else "NULL::float8"
         self._waits_sql = _WAITS_SQL.replace("{waited}", waited)
+
+    @property
+    def closed(self) -> bool:
+        return self.conn.closed or self.conn.broken
 
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         cur = self.conn.cursor()
@@ -257,10 +263,23 @@ class PostgresBackend(Backend):
         self.version = ""
         self.have_pgrowlocks = False
 
+    def _budget_options(self, app: str) -> list[str]:
+        """Server-side bounds on lockrace's own connections: setup/teardown/sandbox
+        statements end after the step timeout (lock waits included); the
+        monitor's reads (skip counts) never wait long on a lock."""
+        if app == "setup":
+            return [f"-c statement_timeout={max(1, int(self.admin_timeout * 1000))}"]
+        if app == "monitor":
+            return ["-c lock_timeout=1000", "-c statement_timeout=5000"]
+        return []
+
     async def _connect(self, app: str, search_path: bool = True) -> psycopg.AsyncConnection:
         kwargs = {"autocommit": True, "application_name": f"lockrace {app}"[:63], "connect_timeout": 5}
+        options = self._budget_options(app)
         if search_path:
-            kwargs["options"] = f"-c search_path={self.sandbox}"
+            options.insert(0, f"-c search_path={self.sandbox}")
+        if options:
+            kwargs["options"] = " ".join(options)
         try:
             conn = await psycopg.AsyncConnection.connect(self.target.conninfo, **kwargs)
         except psycopg.Error as exc:
@@ -318,7 +337,8 @@ class PostgresBackend(Backend):
         try:
             for text in sqls:
                 if text.strip():
-                    await conn.execute(text.encode())
+                    # statement_timeout bounds it on the server; this bounds a server that does not answer
+                    await asyncio.wait_for(conn.execute(text.encode()), self.admin_timeout + 5)
         finally:
             await conn.close()
 
