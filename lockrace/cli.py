@@ -135,7 +135,7 @@ class Interrupt:
     call on a server that does not answer can hold the exit.
     """
 
-    GRACE_S = 1.4
+    GRACE_S = 1.2
 
     def __init__(self) -> None:
         self.fired = False
@@ -161,12 +161,13 @@ class Interrupt:
     def exit_now(self) -> None:
         """Stop what lockrace started, say so, and leave now (no thread joins)."""
         if not self._once.acquire(blocking=False):
-            return
+            time.sleep(60)  # the other caller (watchdog or main thread) is ending the process
+            os._exit(EXIT_INTERRUPTED)
         for servers in self.servers:
             servers.stop_now()
         from .servers.process import stop_all
 
-        stop_all(0.3)  # and any server still starting
+        stop_all(0.2)  # and any server still starting
         with contextlib.suppress(Exception):
             sys.stdout.flush()
         with contextlib.suppress(Exception):
@@ -177,6 +178,7 @@ class Interrupt:
 def _run_headless(args) -> int:
     guard = Interrupt()
     args.interrupt = guard
+    code = EXIT_INTERRUPTED
     try:
         code = asyncio.run(cmd_run(args))
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -305,7 +307,7 @@ async def run_one(sc, backend, args, origin: str):
                 print(f"-- teardown: {_first_line(exc)}")
     finally:
         # interrupted: cancel, roll back (prepared transactions too) and close within moments
-        await race.close(grace=0.4 if guard is not None and guard.fired else 2.0)
+        await race.close(grace=0.25 if guard is not None and guard.fired else 2.0)
     if stream:
         for line in transcript.footer(report, origin):
             print(line)
@@ -377,7 +379,7 @@ class Servers:
         """From any thread: stop the private servers at once (see Interrupt)."""
         for target in list(self.targets.values()):
             with contextlib.suppress(Exception):
-                target.stop(0.3)
+                target.stop(0.2)
 
 
 if __name__ == "__main__":  # pragma: no cover

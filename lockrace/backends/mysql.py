@@ -56,6 +56,12 @@ def _run(fn, *args):
     return anyio.to_thread.run_sync(fn, *args)
 
 
+def _consume(done: asyncio.Future) -> None:
+    """Mark a worker call's outcome as seen (its caller may have been cancelled)."""
+    if not done.cancelled():
+        done.exception()
+
+
 def _shut(conn: _Connection) -> None:
     """Shut ``conn``'s socket from another thread: a driver call blocked on it returns."""
     sock = getattr(conn, "_sock", None)
@@ -67,6 +73,7 @@ def _shut(conn: _Connection) -> None:
 async def _close_bounded(conn: _Connection) -> None:
     """Close ``conn`` (its QUIT packet) without waiting on a server that does not answer."""
     call = asyncio.ensure_future(_run(conn.close))
+    call.add_done_callback(_consume)
     try:
         await asyncio.wait_for(asyncio.shield(call), 1.0)
     except asyncio.TimeoutError:
@@ -256,7 +263,7 @@ class MySQLMonitor(MonitorConnection):
         # (Race.close's KILL QUERY right after cancelling the watcher) would
         # interleave packets on this connection and break it ("Packet sequence
         # number wrong").  The caller itself returns at once when cancelled.
-        call.add_done_callback(lambda _: self.lock.release())
+        call.add_done_callback(lambda done: (self.lock.release(), _consume(done)))
         try:
             return await asyncio.shield(call)
         except (pymysql.err.OperationalError, pymysql.err.InterfaceError, OSError) as exc:
@@ -462,12 +469,15 @@ class MySQLBackend(Backend):
         connection and, if the thread is still inside the driver after a second,
         the socket is shut so that it comes out (nothing waits on the server)."""
         call = asyncio.ensure_future(_run(work))
+        call.add_done_callback(_consume)  # its answer may come after the caller left
         try:
             return await asyncio.shield(call)
         except asyncio.CancelledError:
             ident = conn.thread_id()
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(asyncio.ensure_future(_run(self._kill_query, ident))), 1.0)
+                killing = asyncio.ensure_future(_run(self._kill_query, ident))
+                killing.add_done_callback(_consume)
+                await asyncio.wait_for(asyncio.shield(killing), 1.0)
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(call), 1.0)
             if not call.done():

@@ -40,6 +40,8 @@ _PG_FINISH_PREPARED = re.compile(r"\b(?:COMMIT|ROLLBACK)\s+PREPARED\s+('(?:[^']|
 _XA_PREPARE = re.compile(r"\bXA\s+PREPARE\s+([^;]+?)\s*(?:;|$)", re.IGNORECASE)
 _XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE)?\s*(?:;|$)", re.IGNORECASE)
 
+_TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connections|connection limit", re.IGNORECASE)
+
 POLL_S = 0.004  # while some running statement is not yet known to be blocked
 POLL_BLOCKED_S = 0.1  # while every running statement is already blocked (blocker changes)
 # (MariaDB's monitor spaces its own reads further apart: backends/mysql.py)
@@ -85,6 +87,11 @@ class Race:
                 if not isinstance(c, BaseException):
                     await c.close()
             await self.monitor.close()
+            self.monitor = None
+            if isinstance(failure, ConnectError) and _TOO_MANY.search(str(failure)):
+                # more sessions than the server accepts (max_connections, a per-role limit)
+                raise ConnectError(f"{failure}; this race needs {len(self.names) + 1} connections"
+                                   f" ({len(self.names)} sessions and a monitor) at once") from None
             raise failure
         for name, conn in zip(self.names, conns):
             self.sessions[name] = Session(name, conn, self.backend.flavor)

@@ -123,6 +123,7 @@ class PrivateServer:
         self.proc: subprocess.Popen | None = None
         self.user = run_user()
         self.log_path: Path | None = None
+        self._stopping = threading.Lock()
 
     # subclasses fill these in
     def _prepare(self, workdir: Path) -> list[str]:
@@ -168,7 +169,11 @@ class PrivateServer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (its stop signal, then SIGKILL to its whole process
         group after ``timeout`` s: a frozen or wedged server cannot hold lockrace)."""
-        proc = self.proc  # cleared only once it is gone: a concurrent stop (the exit watchdog) must see it
+        with self._stopping:  # a concurrent stop (the exit watchdog) waits for this one to finish
+            self._stop(timeout)
+
+    def _stop(self, timeout: float) -> None:
+        proc = self.proc
         if proc is not None and proc.poll() is None:
             try:
                 proc.send_signal(self.stop_signal)
