@@ -6,11 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import sys
-import threading
-import time
 
 from . import __version__
 
@@ -97,8 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-INTERRUPTED_LINE = "lockrace: interrupted; statements cancelled, servers stopped"
-EXIT_INTERRUPTED = 130
+from .exitguard import EXIT_INTERRUPTED, INTERRUPTED_LINE, ExitGuard
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,60 +119,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-class Interrupt:
-    """How ``lockrace run`` ends on SIGINT, SIGTERM or SIGHUP, whatever the server does.
-
-    The first signal cancels the run: running statements are cancelled through
-    the server, prepared and open transactions rolled back, connections closed
-    and private servers stopped, each step with a short deadline.  A watchdog
-    thread bounds the whole: GRACE_S after the signal it stops the private
-    servers itself (SIGKILL if they do not stop at once: a frozen server) and
-    ends the process with 130, so that no worker thread stuck inside a driver
-    call on a server that does not answer can hold the exit.
-    """
-
-    GRACE_S = 1.2
-
-    def __init__(self) -> None:
-        self.fired = False
-        self.servers: list = []  # Servers instances whose private servers must not outlive us
-        self._once = threading.Lock()
-
-    def install(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, self.fire, task)
-
-    def fire(self, task: asyncio.Task | None = None) -> None:
-        if self.fired:
-            return
-        self.fired = True
-        threading.Thread(target=self._watchdog, name="lockrace-exit", daemon=True).start()
-        if task is not None:
-            task.cancel()
-
-    def _watchdog(self) -> None:
-        time.sleep(self.GRACE_S)
-        self.exit_now()
-
-    def exit_now(self) -> None:
-        """Stop what lockrace started, say so, and leave now (no thread joins)."""
-        if not self._once.acquire(blocking=False):
-            time.sleep(60)  # the other caller (watchdog or main thread) is ending the process
-            os._exit(EXIT_INTERRUPTED)
-        for servers in self.servers:
-            servers.stop_now()
-        from .servers.process import stop_all
-
-        stop_all(0.2)  # and any server still starting
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-        with contextlib.suppress(Exception):
-            print(INTERRUPTED_LINE, file=sys.stderr, flush=True)
-        os._exit(EXIT_INTERRUPTED)
+# lockrace run: how long the ordinary way out may take after a signal before the
+# watchdog ends the process (the test allows 2 s from the signal to the exit)
+RUN_GRACE_S = 1.2
+APP_GRACE_S = 1.6
 
 
 def _run_headless(args) -> int:
-    guard = Interrupt()
+    guard = ExitGuard(RUN_GRACE_S)
     args.interrupt = guard
     code = EXIT_INTERRUPTED
     try:
@@ -216,7 +166,11 @@ def cmd_list(args) -> int:
 
 
 def cmd_app(args) -> int:
+    from . import exitguard
     from .app.main import run_app
+
+    # armed by the app once its loop runs (it chains asyncio's own SIGINT handler)
+    exitguard.app_guard = ExitGuard(APP_GRACE_S, terminal=True)
 
     return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql)
 
@@ -253,7 +207,7 @@ async def cmd_run(args) -> int:
         plan.extend((sc, e) for e in engines)
     servers = Servers(args.pg, args.mysql)
     if guard is not None:
-        guard.servers.append(servers)
+        guard.stoppers.append(servers)
     reports = []
     try:
         for sc, engine in plan:
