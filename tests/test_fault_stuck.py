@@ -543,3 +543,49 @@ def test_unexpected_lost_connection_fails_the_run(engine, tmp_path, pg_server, m
     out = run_lockrace(["run", str(scenario), *_dsn_flags(engine, target)],
                        lockrace_env(tmp_path, LOCKRACE_SANDBOX=f"lockrace_lc_{_token()}"), timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# ------------------------------------------------------------------ the app, its server frozen
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_app_ends_on_sigterm_with_its_server_frozen(engine, tmp_path, server_tmp):
+    """The real app in a pty, sessions waiting; its private server is frozen
+    (SIGSTOP), then the app gets SIGTERM: it exits within about 2 s, gives the
+    terminal back, and the frozen server is killed and its temp dir removed."""
+    from faults.cli import blocking_scenario, processes_mentioning
+    from test_fault_app import Terminal
+
+    scenario = tmp_path / "blocks.race"
+    scenario.write_text(blocking_scenario(engine))
+    term = Terminal(["--engine", engine, "--scenario", str(scenario)], lockrace_env(server_tmp, TERM="xterm-256color"))
+    pids = []
+    try:
+        assert term.read_until(b"F5 step", 60), term.screen[-2000:]
+        os.write(term.master, b"\x1b[17~")  # F6: run to the end
+        assert term.read_until(b"waits on", 20), term.screen[-2000:]
+        term.read_until(b"\x00never", 1.0)
+        pids = [int(line.split(":", 1)[0]) for line in processes_mentioning(str(server_tmp))
+                if "postgres" in line or "mariadbd" in line or "mysqld" in line]
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        term.proc.send_signal(signal.SIGTERM)
+        code = term.proc.wait(20)
+        took = time.monotonic() - t0
+        term.read_until(b"\x00never", 0.3)
+        text = term.screen.decode(errors="replace")
+        assert code in (0, 130), code
+        assert took <= 2.5, f"took {took:.2f} s: " + text[-3000:]
+        assert "Traceback" not in text
+        assert "\x1b[?1049l" in text[-4000:], "the terminal was not given back (alternate screen)"
+        _wait_for(lambda: processes_mentioning(str(server_tmp)) == [], 3, "the frozen server to be gone")
+        assert sorted(p.name for p in server_tmp.iterdir()) == []
+    finally:
+        term.close()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -169,8 +169,20 @@ class PrivateServer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (its stop signal, then SIGKILL to its whole process
         group after ``timeout`` s: a frozen or wedged server cannot hold lockrace)."""
-        with self._stopping:  # a concurrent stop (the exit watchdog) waits for this one to finish
+        if not self._stopping.acquire(timeout=timeout):
+            # another thread is stopping it and it has not stopped within our own
+            # deadline (the exit watchdog while a polite stop waits): kill it, then
+            # let that stop finish (its wait returns, it removes the directory)
+            proc = self.proc
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            if not self._stopping.acquire(timeout=5):
+                return
+        try:
             self._stop(timeout)
+        finally:
+            self._stopping.release()
 
     def _stop(self, timeout: float) -> None:
         proc = self.proc
