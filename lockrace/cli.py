@@ -274,6 +274,9 @@ class ServerUnavailable(Exception):
 
 
 def _first_line(exc: BaseException) -> str:
+    args = getattr(exc, "args", ())
+    if len(args) == 2 and isinstance(args[0], int):  # a MySQL-family error: (errno, message)
+        return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 

@@ -184,6 +184,55 @@ A> {SLEEP[engine].format(s=1)};
         _drop_schema(engine, target, schema)
 
 
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_teardown_behind_a_foreign_lock_is_bounded_by_the_step_timeout(engine, tmp_path, pg_server, mysql_server):
+    """No signal: the teardown that waits behind another client's lock gives up
+    after --step-timeout (the server's own bound on lockrace's statement) and
+    the run ends, saying why, instead of waiting for ever."""
+    target = pg_server if engine == "postgres" else mysql_server
+    table = f"stuck_{_token()}"
+    scenario = tmp_path / "teardown.race"
+    scenario.write_text(f"""title: teardown behind a foreign lock
+engines: {engine}
+setup:
+    CREATE TABLE {table} (id int PRIMARY KEY);
+teardown:
+    DROP TABLE IF EXISTS {table};
+
+A> {SLEEP[engine].format(s=1)};
+""")
+    live = LiveRun(["run", str(scenario), "--step-timeout", "2", *_dsn_flags(engine, target)],
+                   lockrace_env(tmp_path, LOCKRACE_SANDBOX=f"lockrace_tb_{_token()}"))
+    foreign = None
+    schema = None
+    try:
+        assert live.wait_for_line("A> ", 30), live.stdout + live.stderr
+        schema = _schema_of(engine, target, table)
+        if engine == "postgres":
+            foreign = _pg(target)
+            foreign.execute("BEGIN")
+            foreign.execute(f'LOCK TABLE "{schema}".{table} IN ACCESS SHARE MODE')
+        else:
+            foreign = _my(target)
+            foreign.cursor().execute("BEGIN")
+            foreign.cursor().execute(f"SELECT * FROM `{schema}`.{table}")
+        t0 = time.monotonic()
+        code = live.finish(30)
+        took = time.monotonic() - t0
+    finally:
+        live.kill()
+        if foreign is not None:
+            foreign.close()
+        _drop_schema(engine, target, schema)
+    assert code == 0, live.stdout + live.stderr  # the steps held; the teardown's trouble is reported
+    assert "Traceback" not in live.stdout + live.stderr
+    assert took < 10, f"took {took:.1f} s"
+    teardown = [line for line in live.stdout.splitlines() if line.startswith("-- teardown:")]
+    # PostgreSQL: statement_timeout; MariaDB: max_statement_time or lock_wait_timeout, whichever fires first
+    assert teardown and any(w in teardown[0].lower() for w in ("timeout", "max_statement_time", "lock wait")), \
+        live.stdout
+
+
 # ------------------------------------------------------------------ prepared transactions
 
 def _prepared(engine: str, target: Target, gid: str) -> list[tuple]:
