@@ -156,11 +156,11 @@ class Race:
             session = self.sessions.get(name)
             try:
                 if session is not None and session.running is None and not session.conn.closed:
-                    res = await asyncio.wait_for(session.conn.execute(sql), timeout)
+                    res = await _within(session.conn.execute(sql), timeout)
                     if res.outcome == "connection_lost":
-                        await asyncio.wait_for(self.backend.run_admin([sql]), timeout)
+                        await _within(self.backend.run_admin([sql]), timeout)
                 else:
-                    await asyncio.wait_for(self.backend.run_admin([sql]), timeout)
+                    await _within(self.backend.run_admin([sql]), timeout)
             except (asyncio.TimeoutError, ConnectError, OSError):
                 left.append(gid)  # the server did not answer: it is still there
                 continue
@@ -272,7 +272,7 @@ class Race:
         """
         try:
             try:
-                probe = await asyncio.wait_for(self.backend.connect_monitor(), 5)
+                probe = await _within(self.backend.connect_monitor(), 5)
             except Exception:
                 reachable = False
             else:
@@ -440,13 +440,13 @@ class Race:
         if old is not None and not old.closed:
             return False
         try:
-            fresh = await asyncio.wait_for(self.backend.connect_monitor(), 5)
+            fresh = await _within(self.backend.connect_monitor(), 5)
         except (asyncio.TimeoutError, Exception):
             return False
         self.monitor = fresh
         if old is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(old.close(), 1)
+                await _within(old.close(), 1)
         self.monitor_error = ""
         self.emit(ServerNote("", perf_counter_ns(), "monitor connection was closed by the server; reconnected", "warning"))
         return True
@@ -460,7 +460,30 @@ class Race:
             return False
 
 
+async def _within(aw, timeout: float):
+    """``aw``'s result within ``timeout`` s, or TimeoutError -- without waiting for
+    it to react to being cancelled (a driver call in a worker thread on a server
+    that does not answer would not), unlike asyncio.wait_for."""
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+def _consume(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 async def _bounded(aw, timeout: float) -> None:
     """Await ``aw`` for at most ``timeout`` s, swallowing its errors (cleanup)."""
     with contextlib.suppress(asyncio.TimeoutError, Exception):
-        await asyncio.wait_for(aw, timeout)
+        await _within(aw, timeout)
