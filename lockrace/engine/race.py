@@ -42,6 +42,8 @@ _XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE
 
 _TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connections|connection limit", re.IGNORECASE)
 
+CANCEL_S = 5.0  # a cancel or a skip count the server has not answered by then is given up
+
 POLL_S = 0.004  # while some running statement is not yet known to be blocked
 POLL_BLOCKED_S = 0.1  # while every running statement is already blocked (blocker changes)
 # (MariaDB's monitor spaces its own reads further apart: backends/mysql.py)
@@ -312,13 +314,18 @@ class Race:
             return
         sql, limit, table = probe
         try:
-            plain = await self.monitor.plain_read(sql)
+            # bounded here too: the monitor's own limits need a server that answers
+            plain = await _within(self.monitor.plain_read(sql), CANCEL_S)
             if plain is None:
                 return
             result.skipped_rows = count_skipped(plain, result.rows, limit)
             if result.skipped_rows and table:
-                holders = await self.monitor.row_lock_holders(table, session.ident)
+                holders = await _within(self.monitor.row_lock_holders(table, session.ident), CANCEL_S)
                 result.skipped_from = tuple(sorted(self.name_of(i) for i in holders.holders))
+        except asyncio.TimeoutError:
+            self.emit(ServerNote(session.name, perf_counter_ns(), "could not count skipped rows: the server did not answer",
+                                 "warning"))
+            return
         except Exception as exc:
             self.emit(ServerNote(session.name, perf_counter_ns(), f"could not count skipped rows: {exc}", "warning"))
             return
@@ -344,11 +351,13 @@ class Race:
         if self.monitor.closed:
             await self._replace_monitor()
         try:
-            return await self.monitor.cancel(session.ident)
+            return await _within(self.monitor.cancel(session.ident), CANCEL_S)
+        except asyncio.TimeoutError:
+            return False  # the server does not answer
         except Exception:
             if not await self._replace_monitor():
                 raise
-            return await self.monitor.cancel(session.ident)
+            return await _within(self.monitor.cancel(session.ident), CANCEL_S)
 
     async def rollback(self, name: str) -> StatementResult | None:
         session = self.sessions[name]
