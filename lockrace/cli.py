@@ -10,6 +10,7 @@ import signal
 import sys
 
 from . import __version__
+from .exitguard import EXIT_INTERRUPTED, INTERRUPTED_LINE, ExitGuard
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -94,9 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-from .exitguard import EXIT_INTERRUPTED, INTERRUPTED_LINE, ExitGuard
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -178,12 +176,14 @@ def cmd_app(args) -> int:
 async def cmd_run(args) -> int:
     from .scenario.errors import ScenarioError
     from .scenario.library import resolve
-
     from .backends.base import ConnectError
 
     guard = getattr(args, "interrupt", None)
     if guard is not None:
-        guard.install(asyncio.get_running_loop(), asyncio.current_task())
+        try:
+            guard.install(asyncio.get_running_loop(), asyncio.current_task())
+        except (ValueError, RuntimeError):  # not the main thread (an embedding caller): no signals here
+            guard = None
 
     try:
         scenarios = [resolve(name) for name in args.scenarios]
