@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -11,6 +12,7 @@ import signal
 import sys
 
 from . import __version__
+from .exitguard import EXIT_INTERRUPTED, INTERRUPTED_LINE, ExitGuard
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
@@ -119,15 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             return cmd_list(args)
         if args.command == "run":
-            return asyncio.run(cmd_run(args))
+            return _run_headless(args)
         if args.command == "bench":
             from .lab.cli import cmd_bench
 
             return cmd_bench(args)
         return cmd_app(args)
     except KeyboardInterrupt:
-        print("lockrace: interrupted; statements cancelled, servers stopped", file=sys.stderr)
-        return 130
+        print(INTERRUPTED_LINE, file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of stdout went away (`lockrace run ... | head -1`): the
         # cleanup above already ran; end quietly, as a pipeline expects.
@@ -144,6 +146,25 @@ def _quiet_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+# lockrace run: how long the ordinary way out may take after a signal before the
+# watchdog ends the process (the test allows 2 s from the signal to the exit)
+RUN_GRACE_S = 1.2
+APP_GRACE_S = 1.6
+
+
+def _run_headless(args) -> int:
+    guard = ExitGuard(RUN_GRACE_S)
+    args.interrupt = guard
+    code = EXIT_INTERRUPTED
+    try:
+        code = asyncio.run(cmd_run(args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        guard.fired = True
+    if guard.fired:
+        guard.exit_now()
+    return code
 
 
 def _raise_interrupt(signum, frame):
@@ -174,7 +195,11 @@ def cmd_list(args) -> int:
 
 
 def cmd_app(args) -> int:
+    from . import exitguard
     from .app.main import run_app
+
+    # armed by the app once its loop runs (it chains asyncio's own SIGINT handler)
+    exitguard.app_guard = ExitGuard(APP_GRACE_S, terminal=True)
 
     return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql)
 
@@ -182,6 +207,14 @@ def cmd_app(args) -> int:
 async def cmd_run(args) -> int:
     from .scenario.errors import ScenarioError
     from .scenario.library import resolve
+    from .backends.base import ConnectError
+
+    guard = getattr(args, "interrupt", None)
+    if guard is not None:
+        try:
+            guard.install(asyncio.get_running_loop(), asyncio.current_task())
+        except (ValueError, RuntimeError):  # not the main thread (an embedding caller): no signals here
+            guard = None
 
     try:
         scenarios = [resolve(name) for name in args.scenarios]
@@ -204,6 +237,8 @@ async def cmd_run(args) -> int:
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
     servers = Servers(args.pg, args.mysql)
+    if guard is not None:
+        guard.stoppers.append(servers)
     reports = []
     try:
         for sc, engine in plan:
@@ -212,10 +247,17 @@ async def cmd_run(args) -> int:
             except ServerUnavailable as exc:
                 print(f"lockrace: {exc}", file=sys.stderr)
                 return EXIT_UNUSABLE
-            report = await run_one(sc, backend, args, origin=servers.origin(engine))
+            backend.admin_timeout = args.step_timeout
+            try:
+                report = await run_one(sc, backend, args, origin=servers.origin(engine))
+            except ConnectError as exc:  # e.g. more sessions than the server accepts
+                print(f"lockrace: {exc}", file=sys.stderr)
+                return EXIT_UNUSABLE
             reports.append((report, servers.origin(engine)))
     finally:
-        await servers.close()
+        await servers.close(quick=guard is not None and guard.fired)
+    if guard is not None and guard.fired:
+        return EXIT_INTERRUPTED
     if args.format == "json":
         from .render.json_report import report_dict
 
@@ -240,15 +282,17 @@ async def run_one(sc, backend, args, origin: str):
     race = Race(backend, sc.session_names())
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)
+    guard = getattr(args, "interrupt", None)
     try:
         report = await runner.run()
         try:
             await runner.teardown()
         except Exception as exc:  # teardown trouble is reported, not fatal
             if stream:
-                print(f"-- teardown: {exc}")
+                print(f"-- teardown: {_first_line(exc)}")
     finally:
-        await race.close()
+        # interrupted: cancel, roll back (prepared transactions too) and close within moments
+        await race.close(grace=0.25 if guard is not None and guard.fired else 2.0)
     if stream:
         for line in transcript.footer(report, origin):
             print(line)
@@ -258,6 +302,26 @@ async def run_one(sc, backend, args, origin: str):
 
 class ServerUnavailable(Exception):
     pass
+
+
+def _first_line(exc: BaseException) -> str:
+    args = getattr(exc, "args", ())
+    if len(args) == 2 and isinstance(args[0], int):  # a MySQL-family error: (errno, message)
+        return f"ERROR {args[0]}: {args[1]}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+async def _start_in_thread(factory, dsn, targets: dict, engine: str):
+    """Start (or point at) a server in a thread.  The target is registered as
+    soon as it exists, even if the run was interrupted meanwhile, so that a
+    server that finished starting after Ctrl-C is stopped all the same."""
+    def start():
+        target = factory(dsn)
+        targets[engine] = target
+        return target
+
+    return await asyncio.to_thread(start)
 
 
 class Servers:
@@ -281,22 +345,34 @@ class Servers:
 
         try:
             factory = pg_target if engine == "postgres" else mysql_target
-            target = await asyncio.to_thread(factory, self.dsn[engine])
-            self.targets[engine] = target
+            target = await _start_in_thread(factory, self.dsn[engine], self.targets, engine)
             self.backends[engine] = await open_backend(target)
         except (ServerStartError, DsnError, ConnectError) as exc:
             raise ServerUnavailable(str(exc)) from None
         return self.backends[engine]
 
-    async def close(self) -> None:
+    async def close(self, quick: bool = False) -> None:
+        """Drop the sandbox on servers lockrace did not start, stop the ones it did
+        (``quick``: interrupted, every step within moments)."""
         for engine, target in self.targets.items():
             backend = self.backends.get(engine)
             if backend is not None and not target.owned:
                 try:
-                    await backend.drop_sandbox()
+                    await asyncio.wait_for(backend.drop_sandbox(), 0.5 if quick else backend.admin_timeout + 5)
+                except asyncio.TimeoutError:
+                    if not quick:
+                        print("lockrace: the sandbox could not be dropped in time; the next run removes it",
+                              file=sys.stderr)
                 except Exception as exc:  # bounded: a foreign lock in the sandbox ends it with a clear sentence
-                    print(f"lockrace: {exc}", file=sys.stderr)
-            await asyncio.to_thread(target.stop)
+                    if not quick:
+                        print(f"lockrace: {exc}", file=sys.stderr)
+            await asyncio.to_thread(target.stop, 0.5 if quick else 10.0)
+
+    def stop_now(self) -> None:
+        """From any thread: stop the private servers at once (see Interrupt)."""
+        for target in list(self.targets.values()):
+            with contextlib.suppress(Exception):
+                target.stop(0.2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -141,6 +141,10 @@ def test_run_survives_its_server_dying(engine, tmp_path, server_tmp):
     assert code == 1, text
     assert "Traceback" not in text, text
     assert "connection lost" in live.stdout, live.stdout
+    # a lost connection is a failure by itself, whatever else the steps expected (and
+    # whichever order the sessions found out in): never "Verified"
+    assert "Verified" not in live.stdout
+    assert "lost its connection to the server" in live.stdout, live.stdout
     assert took < 10, f"took {took:.1f} s after the server died"
     assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
     assert processes_mentioning(str(server_tmp)) == []

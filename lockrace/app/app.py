@@ -23,7 +23,8 @@ from textual.containers import Container, Grid
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..engine.events import Event, ServerNote, StatementStarted
+from .. import exitguard
+from ..engine.events import Event, ServerNote, StatementFinished, StatementStarted
 from ..engine.race import Race, SessionBusy
 from ..engine.runner import Entry
 from ..render.transcript import names_text
@@ -173,6 +174,9 @@ class LockraceApp(App[int]):
         return self.query_one(Timeline)
 
     def on_mount(self) -> None:
+        if exitguard.app_guard is not None:  # a signal ends the app within moments, whatever the server does
+            exitguard.app_guard.chain_sigint()
+            exitguard.app_guard.stoppers.append(self.pool)
         self._panel_list = list(self.query(SessionPanel))
         for panel in self._panel_list:
             self.logs[panel.session] = panel.session_log

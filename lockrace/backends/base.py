@@ -59,6 +59,13 @@ class SessionConnection(ABC):
 
 
 class MonitorConnection(ABC):
+    ident: int = 0  # the monitor's own backend pid / connection id
+
+    @property
+    def closed(self) -> bool:
+        """True once the server ended this connection (it must be replaced)."""
+        return False
+
     @abstractmethod
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         """Which of ``idents`` the server reports waiting on a lock."""
@@ -99,6 +106,9 @@ class Backend(ABC):
     engine: str  # postgres | mysql
     flavor: str  # postgres | mariadb | mysql8
     version: str  # "18.6", "10.11.19"
+    admin_timeout: float = 10.0
+    """Seconds any statement lockrace issues for itself (setup, teardown, sandbox)
+    may take, lock waits included; ``lockrace run --step-timeout`` sets it."""
 
     @abstractmethod
     async def connect_session(self, name: str) -> SessionConnection: ...

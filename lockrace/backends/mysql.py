@@ -9,7 +9,10 @@ MySQL 8 server can be installed where lockrace is developed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import re
+import socket
 import time
 from time import perf_counter_ns
 
@@ -53,6 +56,35 @@ _TEXT_CONV = {k: v for k, v in pymysql.converters.conversions.items() if not isi
 
 def _run(fn, *args):
     return anyio.to_thread.run_sync(fn, *args)
+
+
+def _consume(done: asyncio.Future) -> None:
+    """Mark a worker call's outcome as seen (its caller may have been cancelled)."""
+    if not done.cancelled():
+        done.exception()
+
+
+def _shut(conn: _Connection) -> None:
+    """Shut ``conn``'s socket from another thread: a driver call blocked on it returns."""
+    sock = getattr(conn, "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+async def _close_bounded(conn: _Connection) -> None:
+    """Close ``conn`` (its QUIT packet) without waiting on a server that does not answer."""
+    call = asyncio.ensure_future(_run(conn.close))
+    call.add_done_callback(_consume)
+    try:
+        await asyncio.wait_for(asyncio.shield(call), 1.0)
+    except asyncio.TimeoutError:
+        _shut(conn)
+    except asyncio.CancelledError:
+        _shut(conn)
+        raise
+    except Exception:
+        pass
 
 
 def _error_parts(exc: Exception) -> tuple[int | None, str]:
@@ -226,6 +258,8 @@ def _table_name(raw: str | None) -> str:
 class MySQLMonitor(MonitorConnection):
     def __init__(self, conn: _Connection, flavor: str, sandbox: str, has_mdl_info: bool):
         self.conn = conn
+        self.ident = conn.thread_id()
+        self._broken = False
         self.flavor = flavor
         self._innodb_read_at = 0.0
         self.sandbox = sandbox
@@ -238,20 +272,29 @@ class MySQLMonitor(MonitorConnection):
             cur.execute(sql, args)
             return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
-        async with self.lock:
+        await self.lock.acquire()
+        try:
             call = asyncio.ensure_future(_run(work))
-            try:
-                return await asyncio.shield(call)
-            except asyncio.CancelledError:
-                # The worker thread goes on using the connection: keep the lock until
-                # it is done, or the next query (Race.close's KILL QUERY right after
-                # cancelling the watcher) would interleave packets on this connection
-                # and break it ("Packet sequence number wrong").
-                try:
-                    await call
-                except BaseException:
-                    pass
-                raise
+        except BaseException:
+            self.lock.release()
+            raise
+        # The worker thread goes on using the connection even when this caller is
+        # cancelled: the lock is released only once it is done, or the next query
+        # (Race.close's KILL QUERY right after cancelling the watcher) would
+        # interleave packets on this connection and break it ("Packet sequence
+        # number wrong").  The caller itself returns at once when cancelled.
+        call.add_done_callback(lambda done: (self.lock.release(), _consume(done)))
+        try:
+            return await asyncio.shield(call)
+        except (pymysql.err.OperationalError, pymysql.err.InterfaceError, OSError) as exc:
+            if not self.conn.open or _error_parts(exc)[0] in MYSQL_CONNECTION_ERRORS \
+                    or isinstance(exc, (pymysql.err.InterfaceError, OSError)):
+                self._broken = True
+            raise
+
+    @property
+    def closed(self) -> bool:
+        return self._broken or not self.conn.open
 
     async def _innodb_query(self, sql: str, args=None) -> list[tuple]:
         """Read MariaDB's INNODB_TRX / INNODB_LOCKS / INNODB_LOCK_WAITS.
@@ -410,13 +453,29 @@ class MySQLBackend(Backend):
         self.marked = True  # the server takes database comments (MariaDB 10.5+)
         self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
 
-    def _connect_sync(self, database: str | None, bounded: bool = False) -> _Connection:
+    def _connect_sync(self, database: str | None, role: str = "session") -> _Connection:
+        """A connection; ``role`` "admin" (setup, teardown, sandbox) or "monitor"
+        gets server-side bounds on every statement it runs, and an admin one a
+        client-side read timeout (a server that stops answering)."""
         kwargs = dict(self.target.mysql_kwargs)
+        if role == "admin":
+            kwargs["read_timeout"] = self.admin_timeout + 5
         try:
             conn = _Connection(
                 **kwargs, database=database, autocommit=True, conv=_TEXT_CONV, connect_timeout=5,
                 client_flag=CLIENT.MULTI_STATEMENTS, charset="utf8mb4",
             )
+            if role in ("admin", "monitor"):
+                # lock waits: at most DDL_LOCK_WAIT_S (and the step timeout) for admin work
+                seconds = min(sandbox_mod.DDL_LOCK_WAIT_S, max(1, math.ceil(self.admin_timeout))) if role == "admin" else 1
+                limits = [f"lock_wait_timeout = {seconds}", f"innodb_lock_wait_timeout = {seconds}"]
+                budget = self.admin_timeout if role == "admin" else 5.0
+                if self.flavor == "mariadb":
+                    limits.append(f"max_statement_time = {budget:g}")
+                else:
+                    limits.append(f"max_execution_time = {int(budget * 1000)}")
+                conn.query("SET SESSION " + ", ".join(limits))
+            return conn
         except pymysql.MySQLError as exc:
             errno, message = _error_parts(exc)
             message = message.split("\n")[0].strip()  # keep the server's closing parenthesis
@@ -425,24 +484,43 @@ class MySQLBackend(Backend):
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {message}") from None
         except (OSError, ValueError) as exc:
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {exc}") from None
-        if bounded:
-            # lockrace's own statements (sandbox DDL, setup, teardown) never wait forever
-            # behind another client's lock
-            wait = sandbox_mod.DDL_LOCK_WAIT_S
-            limit = (f"max_execution_time = {sandbox_mod.STATEMENT_S * 1000}" if self.flavor == "mysql8"
-                     else f"max_statement_time = {sandbox_mod.STATEMENT_S}")
-            for setting in (f"lock_wait_timeout = {wait}, innodb_lock_wait_timeout = {wait}", limit):
-                try:  # one at a time: before open() knows the flavor, the limit may be the other server's
-                    conn.query(f"SET SESSION {setting}")
-                except pymysql.MySQLError:
-                    pass
         return conn
 
-    async def _connect(self, database: str | None = "", bounded: bool = False) -> _Connection:
-        return await _run(self._connect_sync, self.sandbox if database == "" else database, bounded)
+    async def _connect(self, database: str | None = "", role: str = "admin") -> _Connection:
+        return await _run(self._connect_sync, self.sandbox if database == "" else database, role)
+
+    async def _admin_call(self, conn: _Connection, work):
+        """Run ``work`` (blocking, on ``conn``) in a worker thread.  Cancelled, it
+        returns at once: the statement is killed on the server from a fresh
+        connection and, if the thread is still inside the driver after a second,
+        the socket is shut so that it comes out (nothing waits on the server)."""
+        call = asyncio.ensure_future(_run(work))
+        call.add_done_callback(_consume)  # its answer may come after the caller left
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            ident = conn.thread_id()
+            with contextlib.suppress(BaseException):
+                killing = asyncio.ensure_future(_run(self._kill_query, ident))
+                killing.add_done_callback(_consume)
+                await asyncio.wait_for(asyncio.shield(killing), 1.0)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(call), 1.0)
+            if not call.done():
+                _shut(conn)
+            raise
+
+    def _kill_query(self, ident: int) -> None:
+        kwargs = dict(self.target.mysql_kwargs)
+        kwargs["read_timeout"] = 1
+        killer = _Connection(**kwargs, autocommit=True, conv=_TEXT_CONV, connect_timeout=1, charset="utf8mb4")
+        try:
+            killer.query(f"KILL QUERY {int(ident)}")
+        finally:
+            killer.close()
 
     async def open(self) -> "MySQLBackend":
-        conn = await self._connect(None, bounded=True)
+        conn = await self._connect(None, role="probe")  # the flavor (which limits exist) is not known yet
         try:
             def probe():
                 cur = conn.cursor()
@@ -454,22 +532,24 @@ class MySQLBackend(Backend):
                             " WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE'")
                 return version, int(cur.fetchone()[0])
 
-            raw, mdl = await _run(probe)
-            self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
-            self.version = raw.split("-")[0]
-            self.has_mdl_info = bool(mdl)
-            if not self.target.owned:
-                await self._ensure_owner()
-                try:
-                    await _run(self._sweep, conn)
-                    await _run(self._create, conn)
-                except BaseException:
-                    owner, self.owner = self.owner, None  # the name is not ours after all: let it go
-                    if owner is not None:
-                        await _run(owner.close)
-                    raise
+            raw, mdl = await self._admin_call(conn, probe)
         finally:
-            await _run(conn.close)
+            await _close_bounded(conn)
+        self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
+        self.version = raw.split("-")[0]
+        self.has_mdl_info = bool(mdl)
+        if not self.target.owned:
+            await self._ensure_owner()
+            conn = await self._connect(None, role="admin")  # now that the flavor (its limits) is known
+            try:
+                await self._admin_call(conn, lambda: (self._sweep(conn), self._create(conn)))
+            except BaseException:
+                owner, self.owner = self.owner, None  # the name is not ours after all: let it go
+                if owner is not None:
+                    await _run(owner.close)
+                raise
+            finally:
+                await _close_bounded(conn)
         return self
 
     # ------------------------------------------------------------ the sandbox on a DSN server
@@ -615,40 +695,37 @@ class MySQLBackend(Backend):
             pass
         return ", ".join(who)
 
-    def _bounded_ddl(self, what: str, work) -> None:
-        conn = self._connect_sync(None, bounded=True)
+    def _bounded_ddl(self, conn: _Connection, what: str, work) -> None:
+        """Run ``work`` on our own sandbox, on an admin connection (bounded waits)."""
+        cur = conn.cursor()
+        if what != "drop" and not self.target.owned:
+            self._check_owner(cur)
+        exists = self._check_mine(cur)
+        self._end_prepared_xa(cur)
         try:
-            cur = conn.cursor()
-            if what != "drop" and not self.target.owned:
-                self._check_owner(cur)
-            exists = self._check_mine(cur)
-            self._end_prepared_xa(cur)
-            try:
-                work(cur, exists)
-            except pymysql.MySQLError as exc:
-                errno, message = _error_parts(exc)
-                if errno not in (1205, 1969, 3024):  # lock wait timeout, statement timeouts
-                    raise sandbox_mod.SandboxError(
-                        f"could not {what} the sandbox database {self.sandbox}: {message}") from None
-                who = self._blockers(cur)
+            work(cur, exists)
+        except pymysql.MySQLError as exc:
+            errno, message = _error_parts(exc)
+            if errno not in (1205, 1969, 3024):  # lock wait timeout, statement timeouts
                 raise sandbox_mod.SandboxError(
-                    f"could not {what} the sandbox database {self.sandbox}: another client holds a lock in it"
-                    + (f" ({who})" if who else "") + f" and lockrace waits at most {sandbox_mod.DDL_LOCK_WAIT_S} s;"
-                    " the database is left in place (a later lockrace run removes it once that lock is gone)"
-                ) from None
-        finally:
-            conn.close()
+                    f"could not {what} the sandbox database {self.sandbox}: {message}") from None
+            who = self._blockers(cur)
+            raise sandbox_mod.SandboxError(
+                f"could not {what} the sandbox database {self.sandbox}: another client holds a lock in it"
+                + (f" ({who})" if who else "") + f" and lockrace waits at most {sandbox_mod.DDL_LOCK_WAIT_S} s;"
+                " the database is left in place (a later lockrace run removes it once that lock is gone)"
+            ) from None
 
     # ------------------------------------------------------------ connections
 
     async def connect_session(self, name: str) -> MySQLSession:
-        return MySQLSession(await self._connect(), name, self.flavor, self.prepared_xa)
+        return MySQLSession(await self._connect(role="session"), name, self.flavor, self.prepared_xa)
 
     async def connect_monitor(self) -> MySQLMonitor:
-        return MySQLMonitor(await self._connect(), self.flavor, self.sandbox, self.has_mdl_info)
+        return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info)
 
     async def run_admin(self, sqls: list[str]) -> None:
-        conn = await self._connect(bounded=True)
+        conn = await self._connect(role="admin")
 
         def work():
             cur = conn.cursor()
@@ -659,9 +736,9 @@ class MySQLBackend(Backend):
                         pass
 
         try:
-            await _run(work)
+            await self._admin_call(conn, work)
         finally:
-            await _run(conn.close)
+            await _close_bounded(conn)
 
     async def reset_sandbox(self) -> None:
         await self._ensure_owner()
@@ -683,7 +760,14 @@ class MySQLBackend(Backend):
                 cur.execute(f"DROP {what} IF EXISTS `{self.sandbox}`.`{name}`")
             cur.execute("SET FOREIGN_KEY_CHECKS = 1")
 
-        await _run(self._bounded_ddl, "empty", work)
+        await self._sandbox_ddl("empty", work)
+
+    async def _sandbox_ddl(self, what: str, work) -> None:
+        conn = await self._connect(None, role="admin")
+        try:
+            await self._admin_call(conn, lambda: self._bounded_ddl(conn, what, work))
+        finally:
+            await _close_bounded(conn)
 
     async def drop_sandbox(self) -> None:
         def work(cur, exists: bool):
@@ -691,7 +775,7 @@ class MySQLBackend(Backend):
                 cur.execute(f"DROP DATABASE IF EXISTS `{self.sandbox}`")
 
         try:
-            await _run(self._bounded_ddl, "drop", work)
+            await self._sandbox_ddl("drop", work)
         finally:
             owner, self.owner = self.owner, None
             if owner is not None:

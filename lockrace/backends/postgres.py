@@ -13,7 +13,7 @@ from time import perf_counter_ns
 
 import anyio.to_thread
 import psycopg
-from psycopg import pq, sql as pgsql
+from psycopg import generators, pq, sql as pgsql
 
 from ..engine.events import Budget, LockInfo, StatementResult
 from ..engine.outcome import classify_postgres
@@ -25,6 +25,11 @@ _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_i
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
 _GUC_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0}
 _GUC_TIME = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?\s*$")
+
+
+COPY_REFUSED = ("COPY ... FROM STDIN / TO STDOUT needs a client-side data stream, which lockrace does not"
+                " provide; the COPY was ended and the session is usable (use INSERT/SELECT, or COPY with a file"
+                " on the server)")
 
 
 def _guc_ms(text: str | None) -> float:
@@ -117,18 +122,21 @@ class PostgresSession(SessionConnection):
                 if not cur.nextset():
                     break
         except psycopg.Error as exc:
+            active = self.conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE
+            copying = exc.sqlstate is None and "COPY" in str(exc)  # psycopg's own refusal, not the server's
+            if not copying:
+                return self._error_result(exc, sql, t0, sets)
+            # COPY ... FROM STDIN / TO STDOUT: the server now waits for (or sends) a
+            # data stream a statement line cannot carry.  End it, so that the
+            # session stays usable, and say why.
             t1 = perf_counter_ns()
-            diag = exc.diag
-            sqlstate = getattr(exc, "sqlstate", None) or diag.sqlstate
-            text = str(exc).strip()
-            message = diag.message_primary or (text.splitlines()[0] if text else type(exc).__name__)
-            closed = self.closed or isinstance(exc, psycopg.OperationalError) and sqlstate is None
-            return StatementResult(
-                classify_postgres(sqlstate, message, sql, connection_closed=closed),
-                code=sqlstate or "", message=message, detail=diag.message_detail or "",
-                severity=diag.severity_nonlocalized or diag.severity or "ERROR", elapsed_ns=t1 - t0, started_ns=t0,
-                notices=list(self.notices), result_sets=sets,
-            )
+            try:
+                if active:
+                    self._abort_copy()
+            except psycopg.Error as again:
+                return self._error_result(again, sql, t0, sets)
+            return StatementResult("error", message=COPY_REFUSED, elapsed_ns=t1 - t0, started_ns=t0,
+                                   notices=list(self.notices), result_sets=sets)
         finally:
             try:
                 cur.close()
@@ -140,6 +148,47 @@ class PostgresSession(SessionConnection):
         last.notices = list(self.notices)
         last.result_sets = sets
         return last
+
+    def _abort_copy(self) -> None:
+        """Leave the COPY state: fail a COPY FROM STDIN (the server rolls it back),
+        read and discard a COPY TO STDOUT, then drain what the rest of the
+        statement line answers."""
+        pgconn = self.conn.pgconn
+        for _ in range(1000):
+            results = self.conn.wait(generators.fetch_many(pgconn))
+            if not results:
+                return
+            status = results[-1].status
+            if status == pq.ExecStatus.COPY_IN:
+                try:
+                    self.conn.wait(generators.copy_end(pgconn, COPY_REFUSED.encode()))
+                except psycopg.Error:
+                    pass  # 57014 "COPY from stdin failed": what we asked for
+            elif status == pq.ExecStatus.COPY_OUT:
+                try:
+                    while isinstance(self.conn.wait(generators.copy_from(pgconn)), (bytes, memoryview)):
+                        pass
+                except psycopg.ProgrammingError:
+                    pass  # more statements after the COPY: their results were read with its end
+            elif status not in (pq.ExecStatus.COPY_BOTH,):
+                continue
+            else:  # replication streams: nothing sane to do but drop the connection
+                self.conn.close()
+                return
+
+    def _error_result(self, exc: psycopg.Error, sql: str, t0: int, sets: list) -> StatementResult:
+        t1 = perf_counter_ns()
+        diag = exc.diag
+        sqlstate = getattr(exc, "sqlstate", None) or diag.sqlstate
+        text = str(exc).strip()
+        message = diag.message_primary or (text.splitlines()[0] if text else type(exc).__name__)
+        closed = self.closed or isinstance(exc, psycopg.OperationalError) and sqlstate is None
+        return StatementResult(
+            classify_postgres(sqlstate, message, sql, connection_closed=closed),
+            code=sqlstate or "", message=message, detail=diag.message_detail or "",
+            severity=diag.severity_nonlocalized or diag.severity or "ERROR", elapsed_ns=t1 - t0, started_ns=t0,
+            notices=list(self.notices), result_sets=sets,
+        )
 
     async def txn_state(self) -> str:
         if self.closed:
@@ -180,6 +229,7 @@ class PostgresSession(SessionConnection):
 class PostgresMonitor(MonitorConnection):
     def __init__(self, conn: psycopg.AsyncConnection, have_pgrowlocks: bool):
         self.conn = conn
+        self.ident = conn.info.backend_pid
         self.have_pgrowlocks = have_pgrowlocks
         # pg_locks.waitstart exists from PostgreSQL 14 on
         waited = "extract(epoch FROM clock_timestamp() - w.waitstart)::float8" \
@@ -187,6 +237,10 @@ class PostgresMonitor(MonitorConnection):
         self._waits_sql = _WAITS_SQL.replace("{waited}", waited)
         self._rows: dict[int, tuple[tuple[str, str], str]] = {}  # pid -> ((table, ctid), row name)
         self._keys: dict[str, list[str]] = {}  # table -> primary key columns
+
+    @property
+    def closed(self) -> bool:
+        return self.conn.closed or self.conn.broken
 
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         cur = self.conn.cursor()
@@ -327,16 +381,23 @@ class PostgresBackend(Backend):
     def _app(self, app: str) -> str:
         return f"{self.app_prefix}{app}"[:63]
 
+    def _budget_options(self, app: str, bounded: bool) -> list[str]:
+        """Server-side bounds on lockrace's own connections: sandbox DDL, setup and
+        teardown never wait long behind another client's lock and end after the
+        step timeout; the monitor's reads (skip counts) never wait long on a lock."""
+        if bounded:
+            admin_ms = max(1, int(self.admin_timeout * 1000))
+            return [f"-c lock_timeout={min(sandbox_mod.DDL_LOCK_WAIT_S * 1000, admin_ms)}",
+                    f"-c statement_timeout={admin_ms}"]
+        if app == "monitor":
+            return ["-c lock_timeout=1000", "-c statement_timeout=5000"]
+        return []
+
     async def _connect(self, app: str, search_path: bool = True, bounded: bool = False) -> psycopg.AsyncConnection:
         kwargs = {"autocommit": True, "application_name": self._app(app), "connect_timeout": 5}
-        options = []
+        options = self._budget_options(app, bounded)
         if search_path:
-            options.append(f"-c search_path={self.sandbox}")
-        if bounded:
-            # lockrace's own statements (sandbox DDL, setup, teardown) never wait forever
-            # behind another client's lock
-            options += [f"-c lock_timeout={sandbox_mod.DDL_LOCK_WAIT_S}s",
-                        f"-c statement_timeout={sandbox_mod.STATEMENT_S}s"]
+            options.insert(0, f"-c search_path={self.sandbox}")
         if options:
             kwargs["options"] = " ".join(options)
         try:
@@ -556,7 +617,7 @@ class PostgresBackend(Backend):
                     " the schema is left in place (a later lockrace run removes it once that lock is gone)") from None
             except psycopg.errors.QueryCanceled:
                 raise sandbox_mod.SandboxError(
-                    f"could not {what} the sandbox schema {self.sandbox} within {sandbox_mod.STATEMENT_S} s;"
+                    f"could not {what} the sandbox schema {self.sandbox} within {self.admin_timeout:g} s;"
                     " the schema is left in place") from None
         finally:
             await conn.close()
@@ -603,7 +664,8 @@ class PostgresBackend(Backend):
         try:
             for text in sqls:
                 if text.strip():
-                    await conn.execute(text.encode())
+                    # statement_timeout bounds it on the server; this bounds a server that does not answer
+                    await asyncio.wait_for(conn.execute(text.encode()), self.admin_timeout + 5)
         finally:
             await conn.close()
 

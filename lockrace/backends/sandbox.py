@@ -26,7 +26,6 @@ MARK = "lockrace sandbox;"
 ADVISORY_CLASS = 0x6C6B7263  # 'lkrc': first key of the two-key advisory lock
 DDL_LOCK_WAIT_S = 5  # how long sandbox DDL, setup and teardown wait for a lock held by another client
 SWEEP_LOCK_WAIT_S = 1  # removing a dead run's sandbox: a foreign lock in it makes the start wait this long
-STATEMENT_S = 60  # and how long any one of those statements may run
 
 
 class SandboxError(ConnectError):

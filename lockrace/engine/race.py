@@ -13,7 +13,7 @@ import re
 from time import perf_counter_ns
 from typing import Callable, Iterable
 
-from ..backends.base import Backend, MonitorConnection, count_skipped, skip_probe
+from ..backends.base import Backend, ConnectError, MonitorConnection, count_skipped, skip_probe
 from .events import (
     Event,
     ServerNote,
@@ -31,6 +31,18 @@ Listener = Callable[[Event], None]
 
 # Statements after which the wait budgets are read back from the server.
 _BUDGET_TOUCHING = re.compile(r"\b(SET|RESET|COMMIT|ROLLBACK|ABORT|END|BEGIN|START|DISCARD)\b", re.IGNORECASE)
+
+# Two-phase commit: what a statement prepared or finished, so that lockrace can roll
+# back what its own sessions left prepared (a prepared transaction outlives its
+# session and keeps its locks until someone finishes it).
+_PG_PREPARE = re.compile(r"\bPREPARE\s+TRANSACTION\s+('(?:[^']|'')*')", re.IGNORECASE)
+_PG_FINISH_PREPARED = re.compile(r"\b(?:COMMIT|ROLLBACK)\s+PREPARED\s+('(?:[^']|'')*')", re.IGNORECASE)
+_XA_PREPARE = re.compile(r"\bXA\s+PREPARE\s+([^;]+?)\s*(?:;|$)", re.IGNORECASE)
+_XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE)?\s*(?:;|$)", re.IGNORECASE)
+
+_TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connections|connection limit", re.IGNORECASE)
+
+CANCEL_S = 5.0  # a cancel or a skip count the server has not answered by then is given up
 
 POLL_S = 0.004  # while some running statement is not yet known to be blocked
 POLL_BLOCKED_S = 0.1  # while every running statement is already blocked (blocker changes)
@@ -53,6 +65,7 @@ class Race:
         self._watcher: asyncio.Task | None = None
         self.monitor_error: str = ""
         self._lost_probe: asyncio.Task | None = None
+        self.prepared: dict[str, str] = {}  # prepared transaction (gid / xid as written) -> session that prepared it
 
     # ------------------------------------------------------------ listeners
     def subscribe(self, listener: Listener) -> None:
@@ -76,6 +89,11 @@ class Race:
                 if not isinstance(c, BaseException):
                     await c.close()
             await self.monitor.close()
+            self.monitor = None
+            if isinstance(failure, ConnectError) and _TOO_MANY.search(str(failure)):
+                # more sessions than the server accepts (max_connections, a per-role limit)
+                raise ConnectError(f"{failure}; this race needs {len(self.names) + 1} connections"
+                                   f" ({len(self.names)} sessions and a monitor) at once") from None
             raise failure
         for name, conn in zip(self.names, conns):
             self.sessions[name] = Session(name, conn, self.backend.flavor)
@@ -94,41 +112,64 @@ class Race:
         return session
 
     async def close(self, grace: float = 2.0) -> None:
-        """Cancel what runs, roll back what is open, close every connection."""
+        """Cancel what runs, roll back what is open (prepared transactions too),
+        close every connection.  Every step is bounded by ``grace`` seconds, so
+        a server that does not answer (frozen, unreachable) cannot hold it."""
         self._stop_lost_probe()
         if self._watcher is not None:
             self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._watcher
+            await asyncio.wait({self._watcher}, timeout=grace)
             self._watcher = None
         running = [s for s in self.sessions.values() if s.running]
-        if self.monitor is not None:
-            for s in running:
-                with contextlib.suppress(Exception):
-                    await self.monitor.cancel(s.ident)
+        if self.monitor is not None and running and self.monitor.closed:
+            await _bounded(self._replace_monitor(), grace)
+        if self.monitor is not None and running:
+            await _bounded(asyncio.gather(*(self.monitor.cancel(s.ident) for s in running), return_exceptions=True), grace)
         waits = [s.running.done.wait() for s in running if s.running and s.running.task]
         if waits:  # one grace period for all of them, not one each
-            with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(asyncio.gather(*waits), grace)
+            await _bounded(asyncio.gather(*waits), grace)
         stuck = [s for s in self.sessions.values() if s.running]
         if stuck and self.monitor is not None:
-            for s in stuck:
-                with contextlib.suppress(Exception):
-                    await self.monitor.terminate(s.ident)
-        for s in self.sessions.values():
-            if not s.running and not s.conn.closed and s.txn != "idle":
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(s.conn.execute("ROLLBACK"), grace)
-        for s in self.sessions.values():
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(s.conn.close(), grace)
+            await _bounded(asyncio.gather(*(self.monitor.terminate(s.ident) for s in stuck), return_exceptions=True), grace)
+        await self.release_prepared(grace)
+        rollbacks = [s.conn.execute("ROLLBACK") for s in self.sessions.values()
+                     if not s.running and not s.conn.closed and s.txn != "idle"]
+        if rollbacks:
+            await _bounded(asyncio.gather(*rollbacks, return_exceptions=True), grace)
+        await _bounded(asyncio.gather(*(s.conn.close() for s in self.sessions.values()), return_exceptions=True), grace)
         for s in self.sessions.values():
             if s.running and s.running.task:
                 s.running.task.cancel()
         if self.monitor is not None:
-            with contextlib.suppress(Exception):
-                await self.monitor.close()
+            await _bounded(self.monitor.close(), grace)
             self.monitor = None
+
+    async def release_prepared(self, timeout: float = 2.0) -> list[str]:
+        """Roll back the prepared transactions this race's sessions left behind
+        (PREPARE TRANSACTION / XA PREPARE without COMMIT/ROLLBACK PREPARED).
+
+        On the session that prepared it when that connection still works (MariaDB
+        lets only the owner finish an attached XA transaction), otherwise on a
+        short-lived connection of its own.  Returns what could not be rolled back.
+        """
+        left = []
+        for gid, name in list(self.prepared.items()):
+            sql = f"ROLLBACK PREPARED {gid}" if self.backend.engine == "postgres" else f"XA ROLLBACK {gid}"
+            session = self.sessions.get(name)
+            try:
+                if session is not None and session.running is None and not session.conn.closed:
+                    res = await _within(session.conn.execute(sql), timeout)
+                    if res.outcome == "connection_lost":
+                        await _within(self.backend.run_admin([sql]), timeout)
+                else:
+                    await _within(self.backend.run_admin([sql]), timeout)
+            except (asyncio.TimeoutError, ConnectError, OSError):
+                left.append(gid)  # the server did not answer: it is still there
+                continue
+            except Exception:
+                pass  # the server answered (e.g. no such prepared transaction any more)
+            self.prepared.pop(gid, None)
+        return left
 
     async def reconnect(self) -> None:
         """New connections for every session (after a server restart)."""
@@ -207,6 +248,7 @@ class Race:
             await self._account_skipped(session, stmt.sql, result)
         elif result.outcome == "refused":
             await self._ask_holders(session, stmt.sql, result)
+        self._track_prepared(session, stmt.sql, result)
         stmt.result = result
         session.last = result
         self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result))
@@ -216,6 +258,17 @@ class Race:
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
+
+    def _track_prepared(self, session: Session, sql: str, result: StatementResult) -> None:
+        upper = sql.upper()
+        if "PREPARE" not in upper and "XA" not in upper:
+            return
+        pg = self.backend.engine == "postgres"
+        for gid in (_PG_FINISH_PREPARED if pg else _XA_FINISH).findall(sql):
+            self.prepared.pop(" ".join(gid.split()), None)
+        if result.outcome == "ok" or result.result_sets:  # a multi-statement step may have prepared before failing
+            for gid in (_PG_PREPARE if pg else _XA_PREPARE).findall(sql):
+                self.prepared[" ".join(gid.split())] = session.name
 
     async def _probe_server(self, first: Session) -> None:
         """One session lost its connection: is the server gone, or just that backend?
@@ -227,7 +280,7 @@ class Race:
         """
         try:
             try:
-                probe = await asyncio.wait_for(self.backend.connect_monitor(), 5)
+                probe = await _within(self.backend.connect_monitor(), 5)
             except Exception:
                 reachable = False
             else:
@@ -267,13 +320,18 @@ class Race:
             return
         sql, limit, table = probe
         try:
-            plain = await self.monitor.plain_read(sql)
+            # bounded here too: the monitor's own limits need a server that answers
+            plain = await _within(self.monitor.plain_read(sql), CANCEL_S)
             if plain is None:
                 return
             result.skipped_rows = count_skipped(plain, result.rows, limit)
             if result.skipped_rows and table:
-                holders = await self.monitor.row_lock_holders(table, session.ident)
+                holders = await _within(self.monitor.row_lock_holders(table, session.ident), CANCEL_S)
                 result.skipped_from = tuple(sorted(self.name_of(i) for i in holders.holders))
+        except asyncio.TimeoutError:
+            self.emit(ServerNote(session.name, perf_counter_ns(), "could not count skipped rows: the server did not answer",
+                                 "warning"))
+            return
         except Exception as exc:
             self.emit(ServerNote(session.name, perf_counter_ns(), f"could not count skipped rows: {exc}", "warning"))
             return
@@ -307,7 +365,16 @@ class Race:
         session = self.sessions[name]
         if session.running is None or self.monitor is None:
             return False
-        return await self.monitor.cancel(session.ident)
+        if self.monitor.closed:
+            await self._replace_monitor()
+        try:
+            return await _within(self.monitor.cancel(session.ident), CANCEL_S)
+        except asyncio.TimeoutError:
+            return False  # the server does not answer
+        except Exception:
+            if not await self._replace_monitor():
+                raise
+            return await _within(self.monitor.cancel(session.ident), CANCEL_S)
 
     async def rollback(self, name: str) -> StatementResult | None:
         session = self.sessions[name]
@@ -379,6 +446,9 @@ class Race:
                 self.monitor_error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 if failures == 1:
                     self.emit(ServerNote("", perf_counter_ns(), f"monitor: {self.monitor_error}", "error"))
+                if await self._replace_monitor():
+                    failures = 0
+                    continue
                 await asyncio.sleep(min(0.5, 0.02 * failures))
                 continue
             all_blocked = all(s.running is not None and s.running.blocked_since is not None for s in running)
@@ -390,6 +460,25 @@ class Race:
             else:
                 await asyncio.sleep(POLL_S)
 
+    async def _replace_monitor(self) -> bool:
+        """The monitor's connection was ended (pg_terminate_backend, KILL,
+        idle_session_timeout, a pooler): open a new one so that blocked-detection
+        and cancelling go on.  False while the server cannot be reached."""
+        old = self.monitor
+        if old is not None and not old.closed:
+            return False
+        try:
+            fresh = await _within(self.backend.connect_monitor(), 5)
+        except (asyncio.TimeoutError, Exception):
+            return False
+        self.monitor = fresh
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await _within(old.close(), 1)
+        self.monitor_error = ""
+        self.emit(ServerNote("", perf_counter_ns(), "monitor connection was closed by the server; reconnected", "warning"))
+        return True
+
     async def wait_blocked_or_done(self, stmt: RunningStatement, timeout: float) -> bool:
         """True once the server reports ``stmt`` blocked or it finished."""
         try:
@@ -398,3 +487,31 @@ class Race:
         except asyncio.TimeoutError:
             return False
 
+
+async def _within(aw, timeout: float):
+    """``aw``'s result within ``timeout`` s, or TimeoutError -- without waiting for
+    it to react to being cancelled (a driver call in a worker thread on a server
+    that does not answer would not), unlike asyncio.wait_for."""
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+def _consume(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def _bounded(aw, timeout: float) -> None:
+    """Await ``aw`` for at most ``timeout`` s, swallowing its errors (cleanup)."""
+    with contextlib.suppress(asyncio.TimeoutError, Exception):
+        await _within(aw, timeout)

@@ -44,12 +44,14 @@ class RunReport:
     records: list[StepRecord] = field(default_factory=list)
     setup_error: str = ""
     wall_ns: int = 0
+    problems: list[str] = field(default_factory=list)  # run-level: sessions the server closed, ...
 
     @property
     def failures(self) -> list[str]:
         out = [self.setup_error] if self.setup_error else []
         for rec in self.records:
             out.extend(rec.failures)
+        out.extend(self.problems)
         return out
 
     @property
@@ -71,25 +73,48 @@ class ScenarioRunner:
         self.report = RunReport(scenario, self.flavor, race.backend.server_name)
 
     async def prepare(self) -> None:
-        """Fresh sandbox, global setup, then each session's own setup."""
+        """Fresh sandbox, global setup, then each session's own setup (each
+        statement bounded by the step timeout, like a step)."""
         await self.race.backend.reset_sandbox()
         await self.race.backend.run_admin(self.scenario.setup_for(self.flavor))
         for sdef in self.scenario.sessions:
             for sql in sdef.setup:
-                await self.race.run(sdef.name, sql)
+                await self._run_own(sdef.name, sql)
 
     async def teardown(self) -> None:
+        """Sessions' teardown, then cancel what still runs, roll back what the
+        sessions left open or prepared, then the scenario's teardown: every
+        statement bounded by the step timeout."""
         for sdef in self.scenario.sessions:
             if sdef.name in self.race.sessions and not self.race.sessions[sdef.name].busy:
                 for sql in sdef.teardown:
-                    await self.race.run(sdef.name, sql)
+                    await self._run_own(sdef.name, sql)
         for name, session in self.race.sessions.items():
             if session.busy:
                 await self.race.cancel(name)
-                await asyncio.wait_for(session.running.done.wait(), 5) if session.running else None
+                if session.running:
+                    await asyncio.wait_for(asyncio.shield(session.running.done.wait()), 5)
+        left = await self.race.release_prepared(min(self.step_timeout, 5.0))
+        if left:
+            raise RuntimeError(f"could not roll back prepared transaction {', '.join(left)}")
+        for name, session in self.race.sessions.items():
             if session.txn != "idle" and not session.conn.closed:
-                await self.race.run(name, "ROLLBACK")
+                await self._run_own(name, "ROLLBACK")
         await self.race.backend.run_admin(self.scenario.teardown_for(self.flavor))
+
+    async def _run_own(self, name: str, sql: str):
+        """A statement the runner issues itself (session setup/teardown, ROLLBACK):
+        cancelled through the monitor if it outlives the step timeout."""
+        if name not in self.race.sessions:
+            await self.race.add_session(name)
+        stmt = self.race.submit(name, sql)
+        try:
+            await asyncio.wait_for(asyncio.shield(stmt.done.wait()), self.step_timeout)
+        except asyncio.TimeoutError:
+            await self.race.cancel(name)
+            await asyncio.wait_for(asyncio.shield(stmt.done.wait()), 5)
+            raise RuntimeError(f"{name}> {sql.strip()} did not finish within {self.step_timeout:g} s; cancelled") from None
+        return stmt.result
 
     async def run(self, prepare: bool = True) -> RunReport:
         t0 = perf_counter_ns()
@@ -105,10 +130,25 @@ class ScenarioRunner:
             for index, entry in enumerate(self.scenario.order()[0], start=1):
                 await self.step(self.scenario.step(entry.step), index)
             await self._drain_pending(final=True)
+            self._check_closed_sessions()
         finally:
             self.race.unsubscribe(listener)
             self.report.wall_ns = perf_counter_ns() - t0
         return self.report
+
+    def _check_closed_sessions(self) -> None:
+        """Sessions whose connection the server closed fail the run, unless the
+        scenario expects that session to lose its connection."""
+        expecting = {rec.step.session for rec in self.report.records
+                     if any(e.key == "outcome" and e.value == "connection_lost"
+                            for e in rec.step.applicable(self.flavor))}
+        lost_steps = {rec.step.session for rec in self.report.records
+                      if rec.result is not None and rec.result.outcome == "connection_lost"}
+        closed = [name for name, s in self.race.sessions.items()
+                  if (s.txn == "closed" or s.conn.closed) and name not in expecting and name not in lost_steps]
+        if closed:
+            self.report.problems.append(
+                f"the server closed the connection of session{'s' if len(closed) > 1 else ''} {', '.join(closed)}")
 
     # ---------------------------------------------------------------- steps
     def _on_event(self, event) -> None:

@@ -39,6 +39,12 @@ def check(record: StepRecord, expectations: list[Expectation]) -> list[str]:
         if not ok:
             failures.append(f"step {record.step.name} ({record.step.session}> {_short(record.step.sql)}): "
                             f"expected {exp.describe()}, got {got}")
+    if res.outcome == "connection_lost" and not any(e.key == "outcome" for e in expectations):
+        # a lost connection is never a silent success: only a step that says it
+        # expects one (expect: connection_lost) may end that way
+        why = f": {res.message}" if res.message else ""
+        failures.append(f"step {record.step.name} ({record.step.session}> {_short(record.step.sql)}): "
+                        f"lost its connection to the server{why}")
     if record.problem:
         failures.append(f"step {record.step.name} ({record.step.session}): {record.problem}")
     return failures

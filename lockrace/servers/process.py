@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import ctypes
 import functools
 import os
@@ -128,6 +129,7 @@ class PrivateServer:
         self.proc: subprocess.Popen | None = None
         self.user = run_user()
         self.log_path: Path | None = None
+        self._stopping = threading.Lock()
 
     # subclasses fill these in
     def _prepare(self, workdir: Path) -> list[str]:
@@ -139,12 +141,12 @@ class PrivateServer:
     def start(self, timeout: float = 30.0) -> None:
         sweep_stale(self.kind)
         self.dir = Path(tempfile.mkdtemp(prefix=f"lockrace-{self.kind}-"))
+        _live.append(self)  # from now on stop_all() removes it, even half-started
         try:
             argv = self._prepare(self.dir)
             chown_tree(self.dir, self.user)
             self.log_path = self.dir / "server.log"
             self.proc = self._spawn(argv)
-            _live.append(self)
             deadline = time.monotonic() + timeout
             while not self._ready():
                 if self.proc.poll() is not None:
@@ -170,22 +172,44 @@ class PrivateServer:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (its stop signal, then SIGKILL to its whole process
+        group after ``timeout`` s: a frozen or wedged server cannot hold lockrace)."""
+        if not self._stopping.acquire(timeout=timeout):
+            # another thread is stopping it and it has not stopped within our own
+            # deadline (the exit watchdog while a polite stop waits): kill it, then
+            # let that stop finish (its wait returns, it removes the directory)
+            proc = self.proc
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            if not self._stopping.acquire(timeout=5):
+                return
+        try:
+            self._stop(timeout)
+        finally:
+            self._stopping.release()
+
+    def _stop(self, timeout: float) -> None:
+        proc = self.proc
         if proc is not None and proc.poll() is None:
             try:
                 proc.send_signal(self.stop_signal)
-                proc.wait(timeout=10)
+                proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # its own session: the group is the server's
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
             except ProcessLookupError:
                 pass
-        if self in _live:
+        if self.proc is proc:
+            self.proc = None
+        with contextlib.suppress(ValueError):
             _live.remove(self)
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        workdir, self.dir = self.dir, None
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     def kill(self) -> None:
         """Kill the server abruptly (fault tests: 'the server dies mid-race')."""
@@ -263,7 +287,13 @@ def copy_template(template: Path, dest: Path) -> None:
     subprocess.run(["cp", "-a", f"{template}/.", str(dest)], check=True)
 
 
+def stop_all(timeout: float = 10.0) -> None:
+    """Stop every private server this process started (each within ``timeout`` s)."""
+    for server in list(_live):
+        with contextlib.suppress(Exception):
+            server.stop(timeout)
+
+
 @atexit.register
 def _stop_all() -> None:
-    for server in list(_live):
-        server.stop()
+    stop_all()

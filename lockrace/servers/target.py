@@ -50,9 +50,9 @@ class Target:
         where = kw.get("unix_socket") or f"{kw.get('host', 'localhost')}:{kw.get('port', 3306)}"
         return f"mysql://{kw.get('user', '')}@{where}"
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         if self.server is not None:
-            self.server.stop()
+            self.server.stop(timeout)
 
 
 def sandbox_name() -> str:
