@@ -182,3 +182,29 @@ async def test_builtin_galera_scenarios_report_the_node_counters(galera_backend,
     assert after["wsrep_local_bf_aborts"] == before["wsrep_local_bf_aborts"] + 1
     victim = [r for r in report.records if r.result and r.result.outcome == "certification_conflict"]
     assert [(r.step.session, r.result.conflict, r.result.node) for r in victim] == [("A", "brute-force abort", "node1")]
+
+
+def test_no_galera_provider_is_one_clear_line(tmp_path):
+    """A machine without galera-4 is simulated by pointing LOCKRACE_GALERA_PROVIDER at a missing file
+    (the real provider cannot be uninstalled for a test)."""
+    missing = tmp_path / "libgalera_smm.so"
+    res = run_lockrace(["run", "galera-certification-conflict"],
+                       lockrace_env(LOCKRACE_GALERA_PROVIDER=str(missing)), timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"lockrace: LOCKRACE_GALERA_PROVIDER={missing}: no such file (the Galera provider, libgalera_smm.so)"]
+
+
+async def test_causal_wait_is_reported_blocked_with_its_own_budget(galera_backend, make_race):
+    """galera-sync-wait: the wsrep_sync_wait read is reported waiting (not a lock view row),
+    on D's FLUSH TABLES WITH READ LOCK, bounded by repl.causal_read_timeout."""
+    sc = resolve("galera-sync-wait")
+    race = await make_race(galera_backend, sc.session_names(), placement=sc.placement("galera"))
+    report = await ScenarioRunner(race, sc, step_timeout=15).run()
+    assert report.failures == []
+    waited = [r for r in report.records if r.was_blocked]
+    assert [r.step.session for r in waited] == ["C"]
+    res = waited[0].result
+    assert res.lock.kind == "replication" and "node2 to catch up" in res.lock.describe()
+    assert (res.budget.name, res.budget.ms) == ("repl.causal_read_timeout", 30000.0)
+    assert res.rows == [("110",)]

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ..engine.events import LockInfo, StatementResult
+import re
+
+from ..engine.events import Budget, LockInfo, StatementResult
 from ..engine.outcome import GALERA_COUNTERS, galera_conflict
 from .base import MonitorConnection, WaitReport
 from .cluster import ClusterBackend, ClusterHooks
@@ -94,10 +96,19 @@ class GaleraHooks(ClusterHooks):
                                          " WHERE LOCK_MODE LIKE 'MDL_BACKUP_FTWRL%'")
             holders = tuple(sorted(int(r[0]) for r in found))
         lock = LockInfo("replication", "", "", f"{node} to catch up with the cluster (wsrep_sync_wait; {node} is {comment})")
+        budget = await self._causal_budget(monitor)
         out = dict(reports)
         for (ident,) in rows:
-            out[int(ident)] = WaitReport(int(ident), holders, lock)
+            out[int(ident)] = WaitReport(int(ident), holders, lock, budget=budget)
         return out
+
+    async def _causal_budget(self, monitor) -> Budget | None:
+        """repl.causal_read_timeout from the node's provider options (PT30S by default)."""
+        rows = await monitor._query("SELECT @@wsrep_provider_options")
+        m = re.search(r"repl\.causal_read_timeout\s*=\s*PT(?:(\d+)M)?(\d+(?:\.\d+)?)S", str(rows[0][0]) if rows else "")
+        if not m:
+            return None
+        return Budget("repl.causal_read_timeout", (int(m.group(1) or 0) * 60 + float(m.group(2))) * 1000)
 
     async def after_admin(self, cluster: ClusterBackend) -> None:
         first = cluster.first_backend

@@ -430,7 +430,9 @@ class Race:
             report = per_node[s.node].get(s.ident)
             if report is not None:
                 blockers = tuple(self.name_of(i, s.node) for i in report.blockers)
-                if stmt.blocked_since is None or blockers != stmt.blockers or report.lock != stmt.lock:
+                if report.budget is not None:
+                    stmt.budget = report.budget
+                if stmt.blocked_since is None or (blockers and blockers != stmt.blockers) or report.lock != stmt.lock:
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now
                         if report.waiting_s is not None:

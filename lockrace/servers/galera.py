@@ -40,8 +40,12 @@ NO_PROVIDER = ("no Galera provider (libgalera_smm.so) on this machine: install g
 
 def find_provider() -> Path:
     wanted = os.environ.get(PROVIDER_ENV)
-    for candidate in ([wanted] if wanted else []) + list(_PROVIDERS):
-        if candidate and Path(candidate).exists():
+    if wanted:  # given: that one or nothing
+        if Path(wanted).is_file():
+            return Path(wanted)
+        raise ServerStartError(f"{PROVIDER_ENV}={wanted}: no such file (the Galera provider, libgalera_smm.so)")
+    for candidate in _PROVIDERS:
+        if Path(candidate).exists():
             return Path(candidate)
     raise ServerStartError(NO_PROVIDER)
 
