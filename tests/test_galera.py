@@ -208,3 +208,43 @@ async def test_causal_wait_is_reported_blocked_with_its_own_budget(galera_backen
     assert res.lock.kind == "replication" and "node2 to catch up" in res.lock.describe()
     assert (res.budget.name, res.budget.ms) == ("repl.causal_read_timeout", 30000.0)
     assert res.rows == [("110",)]
+
+
+@pytest.fixture
+def own_galera():
+    """A cluster of this test's own, which it may damage (never the session-wide one)."""
+    from conftest import _unavailable
+
+    from lockrace.servers.cluster import cluster_target
+    from lockrace.servers.process import ServerStartError
+
+    try:
+        cluster = cluster_target("galera", None)
+    except ServerStartError as exc:
+        _unavailable("MariaDB Galera", exc)
+    yield cluster
+    cluster.stop()
+    assert all(t.server.dir is None for t in cluster.nodes.values())
+
+
+async def test_a_node_dying_closes_only_the_sessions_on_it(own_galera):
+    from lockrace.backends import open_backend
+    from lockrace.engine.race import Race
+
+    backend = await open_backend(own_galera)
+    race = await Race(backend, ["A", "B", "C", "D"]).open()  # default: A, B on node1; C, D on node2
+    try:
+        assert {n: s.node for n, s in race.sessions.items()} == {"A": "node1", "B": "node1", "C": "node2", "D": "node2"}
+        await race.run("C", "BEGIN")
+        own_galera.nodes["node2"].server.kill()  # SIGKILL, like a crash
+        res = await race.run("C", "SELECT 1")
+        assert res.outcome == "connection_lost" and res.node == "node2"
+        deadline = time.monotonic() + 10
+        while race.sessions["D"].txn != "closed" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert race.sessions["D"].txn == "closed"  # found out by probing node2, not by running something
+        assert race.sessions["A"].txn == "idle" and race.sessions["B"].txn == "idle"
+        a = await race.run("A", "SELECT @@wsrep_node_name")
+        assert a.outcome != "connection_lost" and a.node == "node1"
+    finally:
+        await race.close()
