@@ -22,6 +22,8 @@ OUTCOME_LINE_STYLES = {
     "cancelled": "#b2b2b2",
     "error": "#ff8787",
     "connection_lost": "bold #ff0000",
+    "certification_conflict": "bold #ff8700",
+    "recovery_conflict": "bold #af87ff",
 }
 
 
@@ -37,8 +39,12 @@ def annotation(result) -> str:
         parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
     else:
         words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
-                 "statement_timeout": "statement timeout"}
-        parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
+                 "statement_timeout": "statement timeout", "certification_conflict": "certification conflict",
+                 "recovery_conflict": "recovery conflict"}
+        word = words.get(result.outcome, result.outcome)
+        if result.conflict:  # why, as the session's node reported it
+            word += f" ({result.conflict}{f' on {result.node}' if result.node else ''})"
+        parts.append(f"{word} after {took}")
     if result.waited_ns or result.blocked_by:
         who = ", ".join(result.blocked_by) or "another transaction"
         parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
