@@ -195,7 +195,7 @@ def test_no_galera_provider_is_one_clear_line(tmp_path):
         f"lockrace: LOCKRACE_GALERA_PROVIDER={missing}: no such file (the Galera provider, libgalera_smm.so)"]
 
 
-async def test_causal_wait_is_reported_blocked_with_its_own_budget(galera_backend, make_race):
+async def test_causal_wait_is_reported_blocked_with_its_own_budget(galera_backend, make_race, galera_cluster):
     """galera-sync-wait: the wsrep_sync_wait read is reported waiting (not a lock view row),
     on D's FLUSH TABLES WITH READ LOCK, bounded by repl.causal_read_timeout."""
     sc = resolve("galera-sync-wait")
@@ -206,7 +206,9 @@ async def test_causal_wait_is_reported_blocked_with_its_own_budget(galera_backen
     assert [r.step.session for r in waited] == ["C"]
     res = waited[0].result
     assert res.lock.kind == "replication" and "node2 to catch up" in res.lock.describe()
-    assert (res.budget.name, res.budget.ms) == ("repl.causal_read_timeout", 30000.0)
+    options = _node_sql(galera_cluster, "node2", "SELECT @@wsrep_provider_options")[0][0]
+    assert "repl.causal_read_timeout = PT5S" in options  # lockrace's own cluster keeps it short
+    assert (res.budget.name, res.budget.ms) == ("repl.causal_read_timeout", 5000.0)
     assert res.rows == [("110",)]
 
 
@@ -248,3 +250,22 @@ async def test_a_node_dying_closes_only_the_sessions_on_it(own_galera):
         assert a.outcome != "connection_lost" and a.node == "node1"
     finally:
         await race.close()
+
+
+async def test_causal_wait_nobody_releases_times_out_at_its_budget(galera_backend, make_race):
+    """KILL QUERY does not end a causal wait; repl.causal_read_timeout does (5 s on lockrace's cluster)."""
+    race = await _race(make_race, galera_backend, {"A": "node1", "C": "node2", "D": "node2"})
+    assert (await race.run("D", "FLUSH TABLES WITH READ LOCK")).outcome == "ok"
+    try:
+        assert (await race.run("A", "UPDATE accounts SET balance = 7 WHERE id = 1")).outcome == "ok"
+        await race.run("C", "SET SESSION wsrep_sync_wait = 1")
+        c = race.submit("C", "SELECT balance FROM accounts WHERE id = 1")
+        assert await race.wait_blocked_or_done(c, 10) and c.result is None
+        assert c.blockers == ("D",)
+        await asyncio.wait_for(c.done.wait(), 15)
+        res = c.result
+        assert (res.outcome, res.code) == ("timed_out", "1205"), res.message
+        assert (res.budget.name, res.budget.ms) == ("repl.causal_read_timeout", 5000.0)
+        assert 4.9e9 < res.elapsed_ns < 8e9
+    finally:
+        await race.run("D", "UNLOCK TABLES")
