@@ -269,3 +269,21 @@ async def test_causal_wait_nobody_releases_times_out_at_its_budget(galera_backen
         assert 4.9e9 < res.elapsed_ns < 8e9
     finally:
         await race.run("D", "UNLOCK TABLES")
+
+
+def test_galera_dsns_of_a_plain_mariadb_are_refused_before_anything_is_created(mysql_server):
+    """--galera pointed at a MariaDB without wsrep: one clear line, no sandbox left on it."""
+    sock = mysql_server.mysql_kwargs["unix_socket"]
+    dsn = f"mysql://root@localhost/?unix_socket={sock}"
+    res = run_lockrace(["run", "galera-certification-conflict", "--galera", f"{dsn},{dsn}"],
+                       lockrace_env(LOCKRACE_SANDBOX="lockrace_notgalera"), timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"lockrace: node1 at mysql://root@{sock} is not a Galera node (wsrep_on is OFF)"]
+    conn = pymysql.connect(**mysql_server.mysql_kwargs)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT count(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'lockrace_notgalera'")
+        assert cur.fetchone()[0] == 0
+    finally:
+        conn.close()

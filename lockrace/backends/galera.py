@@ -48,14 +48,46 @@ async def status(backend, names: tuple[str, ...]) -> dict[str, str]:
 
 class GaleraHooks(ClusterHooks):
     async def open_node(self, node: str, target, first: bool):
+        await self._check_galera(node, target)  # before anything is created there
         backend = await super().open_node(node, target, first)
         # lockrace reads a session's budgets back after each SET: under the session's own
         # wsrep_sync_wait that read would wait for the node to catch up, like the user's reads
         backend.budget_prefix = "SET STATEMENT wsrep_sync_wait = 0 FOR "
         return backend
 
+    async def _check_galera(self, node: str, target) -> None:
+        """A DSN given for a Galera node must be one: wsrep on, and the node ready for queries."""
+        from .base import ConnectError
+        from .mysql import MySQLBackend
+
+        probe = MySQLBackend(target)
+        conn = await asyncio.to_thread(probe._connect_sync, None)
+
+        def work():
+            cur = conn.cursor()
+            try:
+                cur.execute("SELECT @@wsrep_on")
+                on = str(cur.fetchone()[0])
+            except Exception:  # MySQL 8 has no wsrep variables at all
+                return "OFF", ""
+            cur.execute("SHOW GLOBAL STATUS WHERE Variable_name = 'wsrep_ready'")
+            row = cur.fetchone()
+            return on, str(row[1]) if row else ""
+
+        try:
+            on, ready = await asyncio.to_thread(work)
+        finally:
+            await asyncio.to_thread(conn.close)
+        if on not in ("1", "ON"):
+            raise ConnectError(f"{node} at {target.describe()} is not a Galera node (wsrep_on is OFF)")
+        if ready != "ON":
+            raise ConnectError(f"{node} at {target.describe()} is not ready for queries (wsrep_ready is {ready or 'unknown'})")
+
     async def node_opened(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection) -> None:
-        monitor.galera_seen = await read_counters(monitor)
+        try:
+            monitor.galera_seen = await read_counters(monitor)
+        except Exception:  # without a baseline, a 1213 stays what the message says
+            monitor.galera_seen = None
 
     async def refine(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection,
                      result: StatementResult, sql: str) -> None:
