@@ -287,3 +287,14 @@ def test_galera_dsns_of_a_plain_mariadb_are_refused_before_anything_is_created(m
         assert cur.fetchone()[0] == 0
     finally:
         conn.close()
+
+
+def test_bench_prints_the_cluster_start_up_time(server_tmp):
+    import json
+
+    res = run_lockrace(["bench", "--cluster", "galera", "--runs", "1", "--json"], lockrace_env(server_tmp), timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (row,) = json.loads(res.stdout)
+    assert 0 < row["nodes_ready_s"] <= row["start_s"] < 120 and row["race_open_s"] > 0 and row["stop_s"] >= 0
+    assert row["sst"] == "rsync" and "node2 ports" in row
+    assert sorted(p.name for p in server_tmp.iterdir()) == [] and processes_mentioning(str(server_tmp)) == []
