@@ -235,7 +235,7 @@ async def run_one(sc, backend, args, origin: str):
     if stream:
         print(f"== {sc.name}: {sc.title} ({backend.server_name}, {origin})")
         if placement:
-            print("-- nodes: " + ", ".join(f"{s}@{n}" for s, n in placement.items()))
+            print("-- nodes: " + ", ".join(f"{s}@{n}" for s, n in sorted(placement.items())))
     race = Race(backend, sc.session_names(), placement=placement)
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)
