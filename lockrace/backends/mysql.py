@@ -99,10 +99,12 @@ _XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')
 
 
 class MySQLSession(SessionConnection):
-    def __init__(self, conn: _Connection, name: str, flavor: str, prepared_xa: set[str] | None = None):
+    def __init__(self, conn: _Connection, name: str, flavor: str, prepared_xa: set[str] | None = None,
+                 budget_prefix: str = ""):
         self.conn = conn
         self.name = name
         self.flavor = flavor
+        self.budget_prefix = budget_prefix  # Galera: reading budgets must not wait for wsrep_sync_wait
         self.ident = conn.thread_id()
         self._closed = False
         # XA transactions this run's sessions prepared and have not ended: they outlive
@@ -194,7 +196,7 @@ class MySQLSession(SessionConnection):
             ilwt, lwt, met = cur.fetchone()
             return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
                     Budget("max_execution_time", float(met)))
-        cur.execute("SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_statement_time")
+        cur.execute(self.budget_prefix + "SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_statement_time")
         ilwt, lwt, mst = cur.fetchone()
         return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
                 Budget("max_statement_time", float(mst) * 1000))
@@ -452,6 +454,7 @@ class MySQLBackend(Backend):
         self.owner: _Connection | None = None  # holds the sandbox's named lock (DSN servers)
         self.marked = True  # the server takes database comments (MariaDB 10.5+)
         self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
+        self.budget_prefix = ""  # set by a cluster topology (backends/galera.py)
 
     def _connect_sync(self, database: str | None, role: str = "session") -> _Connection:
         """A connection; ``role`` "admin" (setup, teardown, sandbox) or "monitor"
@@ -719,7 +722,8 @@ class MySQLBackend(Backend):
     # ------------------------------------------------------------ connections
 
     async def connect_session(self, name: str) -> MySQLSession:
-        return MySQLSession(await self._connect(role="session"), name, self.flavor, self.prepared_xa)
+        return MySQLSession(await self._connect(role="session"), name, self.flavor, self.prepared_xa,
+                            self.budget_prefix)
 
     async def connect_monitor(self) -> MySQLMonitor:
         return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info)

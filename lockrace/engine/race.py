@@ -3,6 +3,12 @@
 The Race is what the app, the CLI and the tests drive.  It runs statements,
 asks the server (never the clock) who is blocked by whom, cancels, rolls
 back, reconnects and cleans up, and tells its listeners everything as events.
+
+On a cluster (a ``ClusterBackend``: one backend per node) each session sits
+on a node (``placement``), each node gets its own monitor connection, and
+waits, cancels, skipped rows and session idents are all asked of and mapped
+on the session's own node; events carry the node.  On a single server there
+is one monitor under the node name "".
 """
 
 from __future__ import annotations
@@ -54,11 +60,16 @@ class SessionBusy(Exception):
 
 
 class Race:
-    def __init__(self, backend: Backend, names: Iterable[str] = ("A", "B", "C", "D")):
+    def __init__(self, backend: Backend, names: Iterable[str] = ("A", "B", "C", "D"),
+                 placement: dict[str, str] | None = None):
         self.backend = backend
         self.names = list(names)
         self.sessions: dict[str, Session] = {}
         self.monitor: MonitorConnection | None = None
+        """The (first node's) monitor; on a cluster every node's is in ``monitors``."""
+        self.nodes: dict[str, Backend] | None = getattr(backend, "nodes", None)
+        self.placement: dict[str, str] = dict(placement or {})
+        self.monitors: dict[str, MonitorConnection] = {}
         self._listeners: list[Listener] = []
         self._next_id = 0
         self._wake = asyncio.Event()
@@ -79,24 +90,73 @@ class Race:
         for listener in list(self._listeners):
             listener(event)
 
+    # ------------------------------------------------------------ nodes
+    def node_for(self, name: str) -> str:
+        """The node session ``name`` sits on ("" on a single server)."""
+        if self.nodes is None:
+            return ""
+        node = self.placement.get(name)
+        if node not in self.nodes:
+            from ..scenario.model import TOPOLOGIES, default_node
+
+            known = list(self.nodes)
+            if self.backend.topology in TOPOLOGIES and len(known) == len(TOPOLOGIES[self.backend.topology]):
+                node = default_node(self.backend.topology, name, self.names.index(name) if name in self.names else 0)
+            else:
+                node = known[0]
+            self.placement[name] = node
+        return node
+
+    def _backend_for(self, node: str) -> Backend:
+        return self.nodes[node] if self.nodes is not None else self.backend
+
+    def monitor_for(self, session: Session) -> MonitorConnection | None:
+        return self.monitors.get(session.node, self.monitor)
+
+    async def _open_monitors(self) -> None:
+        if self.nodes is None:
+            self.monitor = await self.backend.connect_monitor()
+            self.monitors = {"": self.monitor}
+            return
+        names = list(self.nodes)
+        got = await asyncio.gather(*(self.nodes[n].connect_monitor() for n in names), return_exceptions=True)
+        failure = next((m for m in got if isinstance(m, BaseException)), None)
+        if failure is not None:
+            for m in got:
+                if not isinstance(m, BaseException):
+                    await m.close()
+            raise failure
+        self.monitors = dict(zip(names, got))
+        self.monitor = self.monitors[names[0]]
+        for node, monitor in self.monitors.items():
+            await self.backend.hooks.node_opened(self.backend, node, monitor)
+
+    async def _close_monitors(self) -> None:
+        for monitor in set(self.monitors.values()) | ({self.monitor} if self.monitor else set()):
+            with contextlib.suppress(Exception):
+                await monitor.close()
+        self.monitors = {}
+        self.monitor = None
+
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> "Race":
-        self.monitor = await self.backend.connect_monitor()
-        conns = await asyncio.gather(*(self.backend.connect_session(n) for n in self.names), return_exceptions=True)
+        await self._open_monitors()
+        nodes = [self.node_for(n) for n in self.names]
+        conns = await asyncio.gather(*(self._backend_for(node).connect_session(n) for n, node in zip(self.names, nodes)),
+                                     return_exceptions=True)
         failure = next((c for c in conns if isinstance(c, BaseException)), None)
         if failure is not None:
             for c in conns:
                 if not isinstance(c, BaseException):
                     await c.close()
-            await self.monitor.close()
-            self.monitor = None
+            await self._close_monitors()
             if isinstance(failure, ConnectError) and _TOO_MANY.search(str(failure)):
                 # more sessions than the server accepts (max_connections, a per-role limit)
                 raise ConnectError(f"{failure}; this race needs {len(self.names) + 1} connections"
                                    f" ({len(self.names)} sessions and a monitor) at once") from None
             raise failure
-        for name, conn in zip(self.names, conns):
-            self.sessions[name] = Session(name, conn, self.backend.flavor)
+        for name, node, conn in zip(self.names, nodes, conns):
+            self.sessions[name] = Session(name, conn, self.backend.flavor, node)
         await asyncio.gather(*(self._refresh_state(s, budgets=True) for s in self.sessions.values()))
         self._watcher = asyncio.create_task(self._watch(), name="lockrace-watcher")
         return self
@@ -104,10 +164,15 @@ class Race:
     async def add_session(self, name: str) -> Session:
         if name in self.sessions:
             return self.sessions[name]
-        conn = await self.backend.connect_session(name)
-        session = Session(name, conn, self.backend.flavor)
-        self.sessions[name] = session
         self.names.append(name)
+        node = self.node_for(name)
+        try:
+            conn = await self._backend_for(node).connect_session(name)
+        except BaseException:
+            self.names.remove(name)
+            raise
+        session = Session(name, conn, self.backend.flavor, node)
+        self.sessions[name] = session
         await self._refresh_state(session, budgets=True)
         return session
 
@@ -121,16 +186,20 @@ class Race:
             await asyncio.wait({self._watcher}, timeout=grace)
             self._watcher = None
         running = [s for s in self.sessions.values() if s.running]
-        if self.monitor is not None and running and self.monitor.closed:
-            await _bounded(self._replace_monitor(), grace)
-        if self.monitor is not None and running:
-            await _bounded(asyncio.gather(*(self.monitor.cancel(s.ident) for s in running), return_exceptions=True), grace)
+        for node in {s.node for s in running}:
+            monitor = self.monitors.get(node, self.monitor)
+            if monitor is not None and monitor.closed:
+                await _bounded(self._replace_monitor(node), grace)
+        cancels = [m.cancel(s.ident) for s in running if (m := self.monitor_for(s)) is not None]
+        if cancels:
+            await _bounded(asyncio.gather(*cancels, return_exceptions=True), grace)
         waits = [s.running.done.wait() for s in running if s.running and s.running.task]
         if waits:  # one grace period for all of them, not one each
             await _bounded(asyncio.gather(*waits), grace)
         stuck = [s for s in self.sessions.values() if s.running]
-        if stuck and self.monitor is not None:
-            await _bounded(asyncio.gather(*(self.monitor.terminate(s.ident) for s in stuck), return_exceptions=True), grace)
+        ends = [m.terminate(s.ident) for s in stuck if (m := self.monitor_for(s)) is not None]
+        if ends:
+            await _bounded(asyncio.gather(*ends, return_exceptions=True), grace)
         await self.release_prepared(grace)
         rollbacks = [s.conn.execute("ROLLBACK") for s in self.sessions.values()
                      if not s.running and not s.conn.closed and s.txn != "idle"]
@@ -140,9 +209,7 @@ class Race:
         for s in self.sessions.values():
             if s.running and s.running.task:
                 s.running.task.cancel()
-        if self.monitor is not None:
-            await _bounded(self.monitor.close(), grace)
-            self.monitor = None
+        await _bounded(self._close_monitors(), grace)
 
     async def release_prepared(self, timeout: float = 2.0) -> list[str]:
         """Roll back the prepared transactions this race's sessions left behind
@@ -181,12 +248,9 @@ class Race:
         for s in self.sessions.values():
             with contextlib.suppress(Exception):
                 await s.conn.close()
-        if self.monitor is not None:
-            with contextlib.suppress(Exception):
-                await self.monitor.close()
+        await self._close_monitors()
         old = dict(self.sessions)
         self.sessions.clear()
-        self.monitor = None
         self.monitor_error = ""
         try:
             await self.open()
@@ -218,7 +282,7 @@ class Race:
         return stmt.result
 
     async def _execute(self, session: Session, stmt: RunningStatement) -> None:
-        self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget))
+        self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget, node=session.node))
         self._wake.set()
         try:
             if session.conn.closed:
@@ -249,9 +313,13 @@ class Race:
         elif result.outcome == "refused":
             await self._ask_holders(session, stmt.sql, result)
         self._track_prepared(session, stmt.sql, result)
+        if self.nodes is not None:
+            result.node = session.node
+            if result.code and result.outcome != "connection_lost":
+                await self._refine(session, stmt.sql, result)
         stmt.result = result
         session.last = result
-        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result))
+        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result, node=session.node))
         # The session stays busy until its state is read back: one connection,
         # one request at a time (PyMySQL connections are not thread-safe).
         await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
@@ -270,6 +338,18 @@ class Race:
             for gid in (_PG_PREPARE if pg else _XA_PREPARE).findall(sql):
                 self.prepared[" ".join(gid.split())] = session.name
 
+    async def _refine(self, session: Session, sql: str, result: StatementResult) -> None:
+        """Cluster races: let the topology tell a cluster failure from an ordinary one,
+        from what the session's own node reports (e.g. Galera's wsrep counters)."""
+        monitor = self.monitor_for(session)
+        if monitor is None:
+            return
+        try:
+            await asyncio.wait_for(self.backend.hooks.refine(self.backend, session.node, monitor, result, sql), 5)
+        except (asyncio.TimeoutError, Exception) as exc:
+            self.emit(ServerNote(session.name, perf_counter_ns(), f"could not ask {session.node} why: {exc}", "warning",
+                                 node=session.node))
+
     async def _probe_server(self, first: Session) -> None:
         """One session lost its connection: is the server gone, or just that backend?
 
@@ -280,7 +360,7 @@ class Race:
         """
         try:
             try:
-                probe = await _within(self.backend.connect_monitor(), 5)
+                probe = await _within(self._backend_for(first.node).connect_monitor(), 5)
             except Exception:
                 reachable = False
             else:
@@ -289,11 +369,12 @@ class Race:
                     await probe.close()
             if reachable:
                 return
-            self.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {self.backend.server_name}", "error"))
+            where = self._backend_for(first.node).server_name + (f" on {first.node}" if first.node else "")
+            self.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {where}", "error", node=first.node))
             for s in list(self.sessions.values()):
-                if s is not first and s.running is None and s.txn != "closed":
+                if s is not first and s.node == first.node and s.running is None and s.txn != "closed":
                     s.txn = "closed"
-                    self.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident))
+                    self.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident, node=s.node))
         finally:
             self._lost_probe = None
 
@@ -305,7 +386,7 @@ class Race:
     def _finish(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
         stmt.result = result
         session.last = result
-        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result))
+        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result, node=session.node))
         self._release(session, stmt)
 
     def _release(self, session: Session, stmt: RunningStatement) -> None:
@@ -316,37 +397,40 @@ class Race:
 
     async def _account_skipped(self, session: Session, sql_text: str, result: StatementResult) -> None:
         probe = skip_probe(sql_text)
-        if probe is None or self.monitor is None:
+        monitor = self.monitor_for(session)
+        if probe is None or monitor is None:
             return
         sql, limit, table = probe
         try:
             # bounded here too: the monitor's own limits need a server that answers
-            plain = await _within(self.monitor.plain_read(sql), CANCEL_S)
+            plain = await _within(monitor.plain_read(sql), CANCEL_S)
             if plain is None:
                 return
             result.skipped_rows = count_skipped(plain, result.rows, limit)
             if result.skipped_rows and table:
-                holders = await _within(self.monitor.row_lock_holders(table, session.ident), CANCEL_S)
-                result.skipped_from = tuple(sorted(self.name_of(i) for i in holders.holders))
+                holders = await _within(monitor.row_lock_holders(table, session.ident), CANCEL_S)
+                result.skipped_from = tuple(sorted(self.name_of(i, session.node) for i in holders.holders))
         except asyncio.TimeoutError:
             self.emit(ServerNote(session.name, perf_counter_ns(), "could not count skipped rows: the server did not answer",
-                                 "warning"))
+                                 "warning", node=session.node))
             return
         except Exception as exc:
-            self.emit(ServerNote(session.name, perf_counter_ns(), f"could not count skipped rows: {exc}", "warning"))
+            self.emit(ServerNote(session.name, perf_counter_ns(), f"could not count skipped rows: {exc}", "warning",
+                                 node=session.node))
             return
         result.outcome = with_skip(result.outcome, sql_text, result.skipped_rows)
 
     async def _ask_holders(self, session: Session, sql_text: str, result: StatementResult) -> None:
         """A refusal names no holder: ask the server's lock views at once who holds locks on that table."""
-        if self.monitor is None:
+        monitor = self.monitor_for(session)
+        if monitor is None:
             return
         try:
-            idents = await asyncio.wait_for(self.monitor.refusal_holders(sql_text, result.message, session.ident), 2)
+            idents = await _within(monitor.refusal_holders(sql_text, result.message, session.ident), 2)
         except Exception:
             return  # the views could not say: held_by stays None
         if idents is not None:
-            result.held_by = tuple(sorted(self.name_of(i) for i in idents))
+            result.held_by = tuple(sorted(self.name_of(i, session.node) for i in idents))
 
     async def _refresh_state(self, session: Session, budgets: bool) -> None:
         try:
@@ -358,23 +442,25 @@ class Race:
         except Exception:
             txn = "closed" if session.conn.closed else session.txn
         session.txn = txn
-        self.emit(SessionState(session.name, perf_counter_ns(), txn, session.budgets, session.ident))
+        self.emit(SessionState(session.name, perf_counter_ns(), txn, session.budgets, session.ident, node=session.node))
 
     async def cancel(self, name: str) -> bool:
         """Ask the server to cancel the statement running in session ``name``."""
         session = self.sessions[name]
-        if session.running is None or self.monitor is None:
+        monitor = self.monitor_for(session)
+        if session.running is None or monitor is None:
             return False
-        if self.monitor.closed:
-            await self._replace_monitor()
+        if monitor.closed:
+            await self._replace_monitor(session.node)
+            monitor = self.monitor_for(session)
         try:
-            return await _within(self.monitor.cancel(session.ident), CANCEL_S)
+            return await _within(monitor.cancel(session.ident), CANCEL_S)
         except asyncio.TimeoutError:
             return False  # the server does not answer
         except Exception:
-            if not await self._replace_monitor():
+            if not await self._replace_monitor(session.node):
                 raise
-            return await _within(self.monitor.cancel(session.ident), CANCEL_S)
+            return await _within(self.monitor_for(session).cancel(session.ident), CANCEL_S)
 
     async def rollback(self, name: str) -> StatementResult | None:
         session = self.sessions[name]
@@ -387,29 +473,55 @@ class Race:
         return await self.run(name, "ROLLBACK")
 
     # ------------------------------------------------------------ waits
-    def name_of(self, ident: int) -> str:
+    def name_of(self, ident: int, node: str = "") -> str:
+        """The session with backend ``ident`` on ``node`` (idents are per server)."""
         for s in self.sessions.values():
-            if s.ident == ident:
+            if s.ident == ident and s.node == node:
                 return s.name
-        return f"pid {ident}" if self.backend.engine == "postgres" else f"thread {ident}"
+        if self.nodes is not None:
+            named = self.backend.hooks.blocker_name(node, ident)
+            if named:
+                return named
+        what = f"pid {ident}" if self.backend.engine == "postgres" else f"thread {ident}"
+        return f"{what} on {node}" if node else what
+
+    async def _node_waits(self, node: str, sessions: list[Session]):
+        monitor = self.monitors.get(node, self.monitor)
+        if monitor is None:
+            return {}
+        idents = [s.ident for s in sessions]
+        reports = await monitor.waits(idents)
+        if self.nodes is not None:
+            reports = await self.backend.hooks.waits(self.backend, node, monitor, idents, reports)
+        return reports
 
     async def poll_waits(self) -> None:
-        """Ask the server now who waits on whom, and emit what changed."""
+        """Ask the server (every node of a cluster) now who waits on whom, and emit what changed."""
         running = [s for s in self.sessions.values() if s.running is not None]
         if not running or self.monitor is None:
             return
         asked = {s.name: s.running for s in running}
-        reports = await self.monitor.waits([s.ident for s in running])
+        by_node: dict[str, list[Session]] = {}
+        for s in running:
+            by_node.setdefault(s.node, []).append(s)
+        if len(by_node) == 1:
+            node, group = next(iter(by_node.items()))
+            per_node = {node: await self._node_waits(node, group)}
+        else:
+            answers = await asyncio.gather(*(self._node_waits(n, g) for n, g in by_node.items()))
+            per_node = dict(zip(by_node, answers))
         now = perf_counter_ns()
         for s in running:
             stmt = s.running
             if stmt is None or stmt.result is not None or stmt is not asked[s.name]:
                 continue  # finished while we asked: the answer is about that statement, not a newer one
-            report = reports.get(s.ident)
+            report = per_node[s.node].get(s.ident)
             if report is not None:
-                blockers = tuple(self.name_of(i) for i in report.blockers)
+                blockers = tuple(self.name_of(i, s.node) for i in report.blockers)
+                if report.budget is not None:
+                    stmt.budget = report.budget
                 shown = report.lock.describe() if report.lock else None  # a report says news only if its words change
-                if stmt.blocked_since is None or blockers != stmt.blockers or (
+                if stmt.blocked_since is None or (blockers and blockers != stmt.blockers) or (
                         shown is not None and shown != (stmt.lock.describe() if stmt.lock else None)):
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now
@@ -419,13 +531,14 @@ class Race:
                     stmt.blockers = blockers or stmt.blockers
                     stmt.lock = report.lock or stmt.lock
                     stmt.ever_blocked = True
-                    self.emit(StatementBlocked(s.name, now, stmt.stmt_id, stmt.blockers, stmt.lock, stmt.started_ns))
+                    self.emit(StatementBlocked(s.name, now, stmt.stmt_id, stmt.blockers, stmt.lock, stmt.started_ns,
+                                               node=s.node))
                     stmt.blocked.set()
             elif stmt.blocked_since is not None and stmt.result is None:
                 stmt.waited_ns += now - stmt.blocked_since
                 stmt.blocked_since = None
                 stmt.blocked.clear()
-                self.emit(StatementUnblocked(s.name, now, stmt.stmt_id))
+                self.emit(StatementUnblocked(s.name, now, stmt.stmt_id, node=s.node))
 
     async def _watch(self) -> None:
         failures = 0
@@ -460,24 +573,36 @@ class Race:
             else:
                 await asyncio.sleep(POLL_S)
 
-    async def _replace_monitor(self) -> bool:
-        """The monitor's connection was ended (pg_terminate_backend, KILL,
+    async def _replace_monitor(self, node: str | None = None) -> bool:
+        """A monitor's connection was ended (pg_terminate_backend, KILL,
         idle_session_timeout, a pooler): open a new one so that blocked-detection
-        and cancelling go on.  False while the server cannot be reached."""
-        old = self.monitor
-        if old is not None and not old.closed:
-            return False
-        try:
-            fresh = await _within(self.backend.connect_monitor(), 5)
-        except (asyncio.TimeoutError, Exception):
-            return False
-        self.monitor = fresh
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await _within(old.close(), 1)
-        self.monitor_error = ""
-        self.emit(ServerNote("", perf_counter_ns(), "monitor connection was closed by the server; reconnected", "warning"))
-        return True
+        and cancelling go on.  ``node`` None: every closed monitor.  False when
+        none was replaced (none closed, or the server cannot be reached)."""
+        nodes = [node] if node is not None else list(self.monitors) or [""]
+        replaced = False
+        for name in nodes:
+            old = self.monitors.get(name, self.monitor)
+            if old is not None and not old.closed:
+                continue
+            try:
+                fresh = await _within(self._backend_for(name).connect_monitor(), 5)
+                if self.nodes is not None:
+                    await _within(self.backend.hooks.node_opened(self.backend, name, fresh), 5)
+            except (asyncio.TimeoutError, Exception):
+                continue
+            self.monitors[name] = fresh
+            if old is self.monitor or self.monitor is None:
+                self.monitor = fresh
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    await _within(old.close(), 1)
+            replaced = True
+            where = f" ({name})" if name else ""
+            self.emit(ServerNote("", perf_counter_ns(), f"monitor connection{where} was closed by the server; reconnected",
+                                 "warning"))
+        if replaced:
+            self.monitor_error = ""
+        return replaced
 
     async def wait_blocked_or_done(self, stmt: RunningStatement, timeout: float) -> bool:
         """True once the server reports ``stmt`` blocked or it finished."""

@@ -36,6 +36,8 @@ def report_dict(report: RunReport, origin: str = "") -> dict:
                 "held_by": list(res.held_by) if res.held_by is not None else None,
                 "txn_after": rec.txn_after,
             })
+            if res.node:  # cluster runs: where the statement ran, and why a cluster failure happened
+                item.update({"node": res.node, "conflict": res.conflict or None})
         steps.append(item)
     return {
         "scenario": report.scenario.name,

@@ -33,6 +33,8 @@ OUTCOME_WORDS = {
     "cancelled": "cancelled",
     "error": "error",
     "connection_lost": "connection lost",
+    "certification_conflict": "certification conflict",
+    "recovery_conflict": "recovery conflict",
 }
 
 
@@ -105,6 +107,8 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
         if res.outcome == "skipped":
             whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
             word = f"skipped {res.skipped_rows} row{'s' if res.skipped_rows != 1 else ''}{whose}"
+        if res.conflict:
+            word += f" ({res.conflict}{f' on {res.node}' if res.node else ''})"
         notes.append(f"{word} after {ms(res.elapsed_ns)}")
         if res.outcome == "refused":
             notes.append(holder_words(res))
