@@ -12,6 +12,8 @@ certification conflict, a standby's recovery conflict) are decided by
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..engine.events import StatementResult
 from ..servers.cluster import TOPOLOGIES, Cluster, load
 from .base import Backend, MonitorConnection, SessionConnection
@@ -101,6 +103,8 @@ async def open_cluster(cluster: Cluster) -> ClusterBackend:
     hooks = load(topo.hooks)() if topo.hooks else ClusterHooks()
     nodes: dict[str, Backend] = {}
     for index, (name, target) in enumerate(cluster.nodes.items()):
+        if index and not target.owned:  # the first node's sandbox, replicated: use it, do not claim it again
+            target = dataclasses.replace(target, sandbox=nodes[next(iter(nodes))].sandbox, joins=True)
         nodes[name] = await hooks.open_node(name, target, index == 0)
     backend = ClusterBackend(cluster, nodes, hooks)
     await hooks.after_admin(backend)

@@ -541,7 +541,7 @@ class MySQLBackend(Backend):
         self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
         self.version = raw.split("-")[0]
         self.has_mdl_info = bool(mdl)
-        if not self.target.owned:
+        if not self.target.owned and not self.target.joins:
             await self._ensure_owner()
             conn = await self._connect(None, role="admin")  # now that the flavor (its limits) is known
             try:

@@ -424,7 +424,7 @@ class PostgresBackend(Backend):
                     await conn.execute("CREATE EXTENSION IF NOT EXISTS pgrowlocks SCHEMA public")
                 except psycopg.Error:
                     pass
-            else:
+            elif not self.target.joins:
                 await self._claim(conn)
             cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")
             self.have_pgrowlocks = bool((await cur.fetchone())[0])

@@ -37,6 +37,9 @@ class Target:
     mysql_kwargs: dict = field(default_factory=dict)
     sandbox: str = DEFAULT_SANDBOX
     server: PrivateServer | None = None
+    joins: bool = False
+    """A further node of a cluster on DSNs: the first node's backend created and
+    owns the sandbox (replicated here); this one only uses it."""
 
     @property
     def owned(self) -> bool:
