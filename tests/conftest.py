@@ -104,3 +104,17 @@ async def own_server(own_server_module):
     if not own_server_module.server.running:
         await asyncio.to_thread(own_server_module.server.restart)
     return own_server_module
+
+
+@pytest.fixture(scope="session")
+def pg_standby_pair():
+    """A private PostgreSQL primary + hot standby for the whole test session
+    (both from the embedded PostgreSQL install), stopped and removed at the end."""
+    from lockrace.servers.pg_standby import StandbyPair
+
+    try:
+        pair = StandbyPair().start()
+    except ServerStartError as exc:
+        _unavailable("PostgreSQL primary + hot standby", exc)
+    yield pair
+    pair.stop()
