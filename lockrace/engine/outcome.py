@@ -61,6 +61,9 @@ def _strip_literals(sql: str) -> str:
 def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> str:
     if not sqlstate:
         return "connection_lost" if connection_closed else "error"
+    if sqlstate == "40001" and "conflict with recovery" in message:
+        # a hot standby cancelled the query (or ended the session) that held up replay
+        return "recovery_conflict"
     if sqlstate == "55P03":
         if "lock timeout" in message:
             return "timed_out"

@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 from ..backends.base import Backend, MonitorConnection, count_skipped, skip_probe
 from .events import (
+    STANDBY_BUDGET,
     Event,
     ServerNote,
     SessionState,
@@ -199,6 +200,9 @@ class Race:
         result.blocked_by = stmt.blockers
         result.lock = stmt.lock
         result.budget = stmt.budget
+        if result.outcome == "recovery_conflict":
+            # a hot standby ended it for holding up replay: that budget applied, not a lock wait's
+            result.budget = next((b for b in session.budgets if b.name == STANDBY_BUDGET), result.budget)
         if result.outcome == "ok" and asks_skip_locked(stmt.sql):
             await self._account_skipped(session, stmt.sql, result)
         stmt.result = result
@@ -323,7 +327,8 @@ class Race:
                 continue  # finished while we asked: the answer is about that statement, not a newer one
             report = reports.get(s.ident)
             if report is not None:
-                blockers = tuple(self.name_of(i) for i in report.blockers)
+                # a blocker that is a server process (the startup process on a hot standby) by its name
+                blockers = tuple(report.process_names.get(i) or self.name_of(i) for i in report.blockers)
                 if stmt.blocked_since is None or blockers != stmt.blockers or report.lock != stmt.lock:
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now

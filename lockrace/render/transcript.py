@@ -83,7 +83,8 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if rec.was_blocked:
         who = ", ".join(rec.blockers) or "another transaction"
         notes.append(f"waited {ms(res.waited_ns)} blocked by {who}")
-    if res.budget is not None and (rec.was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout")):
+    if res.budget is not None and (rec.was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout",
+                                                                    "recovery_conflict")):
         notes.append(f"budget {budget_text(res.budget)}")
     if notes:
         lines.append("-- " + "; ".join(notes))

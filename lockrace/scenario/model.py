@@ -29,6 +29,7 @@ OUTCOMES = (
     "cancelled",
     "error",
     "connection_lost",
+    "recovery_conflict",
 )
 
 TXN_STATES = ("idle", "in transaction", "failed transaction")

@@ -1,0 +1,69 @@
+"""The engine on a hot standby: a standby reader blocked by replayed locks is
+reported blocked by the startup process, a query that holds up replay ends
+as ``recovery_conflict`` against max_standby_streaming_delay."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+
+from lockrace.backends import open_backend
+from lockrace.engine.events import REPLAY_PROCESS, STANDBY_BUDGET, Budget
+from lockrace.engine.outcome import classify_postgres
+from lockrace.engine.race import Race
+from lockrace.servers.pg_standby import flush_wal, wait_replayed
+from lockrace.servers.target import Target
+
+
+def test_recovery_conflict_is_its_own_outcome():
+    msg = "canceling statement due to conflict with recovery"
+    assert classify_postgres("40001", msg, "SELECT 1") == "recovery_conflict"
+    assert classify_postgres("40001", "terminating connection due to conflict with recovery", "SELECT 1",
+                             connection_closed=True) == "recovery_conflict"
+    # a serialization failure on a primary stays an error
+    assert classify_postgres("40001", "could not serialize access due to concurrent update", "UPDATE t") == "error"
+
+
+async def test_engine_names_replay_as_blocker_and_classifies_conflict(pg_standby_pair):
+    pair = pg_standby_pair
+    primary = await open_backend(Target("postgres", "embedded", conninfo=pair.primary_conninfo(), sandbox="stdby_engine"))
+    await primary.reset_sandbox()
+    await primary.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int)",
+                             "INSERT INTO accounts VALUES (1, 100)"])
+    await asyncio.to_thread(wait_replayed, pair.primary_conninfo(), pair.standby_conninfo())
+    standby = await open_backend(Target("postgres", "embedded", conninfo=pair.standby_conninfo(), sandbox="stdby_engine"))
+    assert standby.in_recovery and not primary.in_recovery
+    on_primary = await Race(primary, ["A"]).open()
+    on_standby = await Race(standby, ["B"]).open()
+    try:
+        assert Budget(STANDBY_BUDGET, 1000.0) in on_standby.sessions["B"].budgets
+        assert all(b.name != STANDBY_BUDGET for b in on_primary.sessions["A"].budgets)
+
+        await on_primary.run("A", "BEGIN")
+        await on_primary.run("A", "LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE")
+        await asyncio.to_thread(wait_replayed, pair.primary_conninfo(), pair.standby_conninfo())
+        stmt = on_standby.submit("B", "SELECT balance FROM accounts WHERE id = 1")
+        assert await on_standby.wait_blocked_or_done(stmt, 5)
+        assert stmt.result is None and stmt.blockers == (REPLAY_PROCESS,)
+        assert stmt.lock.relation == "accounts" and stmt.lock.mode == "AccessShareLock"
+        await on_primary.run("A", "COMMIT")
+        await asyncio.wait_for(stmt.done.wait(), 5)
+        assert stmt.result.outcome == "ok" and stmt.result.rows == [("100",)]
+        assert stmt.result.blocked_by == (REPLAY_PROCESS,)
+
+        stmt = on_standby.submit("B", "SELECT count(*), pg_sleep(5) FROM accounts")
+        await asyncio.sleep(0.2)
+        assert (await on_primary.run("A", "TRUNCATE accounts")).outcome == "ok"
+        with psycopg.connect(pair.primary_conninfo(), autocommit=True) as conn:
+            flush_wal(conn)
+        await asyncio.wait_for(stmt.done.wait(), 6)
+        res = stmt.result
+        assert (res.outcome, res.code) == ("recovery_conflict", "40001")
+        assert res.detail == "User was holding a relation lock for too long."
+        assert res.budget == Budget(STANDBY_BUDGET, 1000.0)
+        assert 900 < res.elapsed_ms < 4000
+    finally:
+        await on_primary.close()
+        await on_standby.close()
+        await primary.drop_sandbox()
