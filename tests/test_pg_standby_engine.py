@@ -67,3 +67,38 @@ async def test_engine_names_replay_as_blocker_and_classifies_conflict(pg_standby
         await on_primary.close()
         await on_standby.close()
         await primary.drop_sandbox()
+
+
+async def test_replay_gate_waits_for_replay_and_reports_a_stuck_replay(pg_standby_pair):
+    from lockrace.backends.pg_replication import ReplayGate
+
+    pair = pg_standby_pair
+    gate = await ReplayGate(pair.primary_conninfo(), pair.standby_conninfo()).open()
+    primary = await psycopg.AsyncConnection.connect(pair.primary_conninfo(), autocommit=True)
+    reader = await psycopg.AsyncConnection.connect(pair.standby_conninfo(), autocommit=True)
+    try:
+        await primary.execute("DROP TABLE IF EXISTS gate_t")
+        await primary.execute("CREATE TABLE gate_t (id int)")
+        state = await gate.sync()
+        assert state.replayed and not state.waiting_for
+        # an uncommitted ACCESS EXCLUSIVE lock reaches the standby with the sync's flush
+        await primary.execute("BEGIN")
+        await primary.execute("LOCK TABLE gate_t")
+        assert (await gate.sync()).replayed
+        await primary.execute("COMMIT")
+        assert (await gate.sync()).replayed
+        # a standby transaction holding a lock on gate_t: replay of TRUNCATE gets stuck behind it
+        await reader.execute("BEGIN")
+        await reader.execute("SELECT count(*) FROM gate_t")
+        await primary.execute("TRUNCATE gate_t")
+        state = await gate.sync()
+        assert not state.replayed
+        assert state.waiting_for == "lock" and state.relation == "gate_t"
+        assert state.holders == (reader.info.backend_pid,)
+        assert "waits for B" in state.describe(lambda pid: "B")
+    finally:
+        for conn in (reader, primary):
+            await conn.close()
+        # once the reader is gone, replay goes on
+        assert (await gate.sync()).replayed
+        await gate.close()

@@ -1,0 +1,149 @@
+"""Keeping a race on a PostgreSQL primary + hot standby in step with replication.
+
+A step on the standby should see what the primary did in the steps before it,
+as a reader would a moment later.  Before a standby step the engine asks this
+gate to *sync*: the primary flushes its WAL (see ``flush_wal``: WAL of a
+transaction that has not committed, such as the record of an ACCESS EXCLUSIVE
+lock, is otherwise sent only when some commit flushes it) and the gate waits
+until the standby has replayed up to that point -- or until replay itself is
+stuck, waiting for a standby query (a recovery conflict), which is then
+reported instead of waited out: PostgreSQL resolves it after
+max_standby_streaming_delay.
+
+Everything here is asked of the servers' own views: ``pg_current_wal_insert_lsn()``
+on the primary, ``pg_last_wal_replay_lsn()``, ``pg_stat_activity`` (the
+``startup`` process and its wait event) and ``pg_locks`` on the standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+
+import psycopg
+
+from ..servers.pg_standby import lsn_int, lsn_text
+
+_FLUSH_17 = "SELECT pg_logical_emit_message(false, 'lockrace', '', true)"
+
+# What replay (the standby's startup process) is doing, and who holds it up:
+# for a lock, the sessions holding a granted lock on the relation it waits for.
+_REPLAY_SQL = """
+SELECT pg_last_wal_replay_lsn()::text, a.pid, a.wait_event_type, a.wait_event,
+       w.relation::regclass::text, w.mode,
+       ARRAY(SELECT DISTINCT h.pid FROM pg_locks h
+             WHERE w.relation IS NOT NULL AND h.relation = w.relation AND h.database = w.database
+               AND h.granted AND h.pid <> a.pid)
+FROM pg_stat_activity a
+LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1) w ON true
+WHERE a.backend_type = 'startup'
+"""
+
+STUCK_EVENTS = ("RecoveryConflictSnapshot", "RecoveryConflictTablespace", "RecoveryConflictLock")
+
+
+@dataclass
+class ReplayState:
+    """Where replay stands after a sync."""
+
+    replayed: bool  # the standby replayed everything the primary had written
+    target: str = ""  # the primary's WAL position asked for
+    replay_lsn: str = ""
+    seconds: float = 0.0
+    waiting_for: str = ""  # what replay waits for: "lock", "snapshot", ... ("" = not stuck)
+    relation: str = ""
+    holders: tuple[int, ...] = field(default_factory=tuple)  # standby backends holding it up
+
+    def describe(self, name_of=lambda pid: f"pid {pid}") -> str:
+        if self.replayed:
+            return f"standby replayed the primary's WAL up to {self.target} in {self.seconds * 1000:.1f} ms"
+        if self.waiting_for == "lock":
+            who = ", ".join(name_of(p) for p in self.holders) or "a standby session"
+            return (f"replay on the standby waits for {who} (a lock on {self.relation or 'a table'}):"
+                    " PostgreSQL cancels that after max_standby_streaming_delay")
+        if self.waiting_for:
+            return (f"replay on the standby waits for standby queries ({self.waiting_for} conflict):"
+                    " PostgreSQL cancels them after max_standby_streaming_delay")
+        return f"standby has not replayed up to {self.target} yet (at {self.replay_lsn})"
+
+
+class ReplayGate:
+    """One connection to the primary and one to the standby, for syncs."""
+
+    def __init__(self, primary_conninfo: str, standby_conninfo: str):
+        self.primary_conninfo = primary_conninfo
+        self.standby_conninfo = standby_conninfo
+        self.primary: psycopg.AsyncConnection | None = None
+        self.standby: psycopg.AsyncConnection | None = None
+
+    async def open(self) -> "ReplayGate":
+        kwargs = {"autocommit": True, "connect_timeout": 5, "application_name": "lockrace replication"}
+        self.primary = await psycopg.AsyncConnection.connect(self.primary_conninfo, **kwargs)
+        try:
+            self.standby = await psycopg.AsyncConnection.connect(self.standby_conninfo, **kwargs)
+        except BaseException:
+            await self.primary.close()
+            raise
+        return self
+
+    async def flush(self) -> int:
+        """Flush the primary's WAL; returns the position a standby must replay to."""
+        assert self.primary is not None
+        if self.primary.info.server_version >= 170000:
+            await self.primary.execute(_FLUSH_17)
+        else:
+            async with self.primary.transaction():
+                await self.primary.execute("SET LOCAL synchronous_commit = on")
+                await self.primary.execute("SELECT pg_current_xact_id()")
+        cur = await self.primary.execute("SELECT pg_current_wal_insert_lsn()::text")
+        insert = lsn_int((await cur.fetchone())[0])
+        if insert % 8192 in (24, 40):  # just past a page header: replay stops at the page start
+            insert -= insert % 8192
+        return insert
+
+    async def state(self, target: int) -> ReplayState:
+        assert self.standby is not None
+        cur = await self.standby.execute(_REPLAY_SQL)
+        row = await cur.fetchone()
+        if row is None:  # no startup process: not (or no longer) a standby
+            return ReplayState(True, lsn_text(target))
+        lsn, _pid, wtype, wevent, rel, _mode, holders = row
+        state = ReplayState(lsn is not None and lsn_int(lsn) >= target, lsn_text(target), lsn or "")
+        if not state.replayed:
+            if wtype == "Lock":
+                state.waiting_for, state.relation, state.holders = "lock", rel or "", tuple(holders or ())
+            elif wevent in STUCK_EVENTS:
+                state.waiting_for = wevent.removeprefix("RecoveryConflict").lower()
+        return state
+
+    async def sync(self, timeout: float = 3.0, settle: float = 0.05) -> ReplayState:
+        """Flush the primary's WAL and wait until the standby replayed it, or
+        until replay has been waiting on a conflict for ``settle`` seconds, or
+        ``timeout``: whichever comes first."""
+        t0 = perf_counter_ns()
+        target = await self.flush()
+        deadline = asyncio.get_running_loop().time() + timeout
+        stuck_since = None
+        while True:
+            state = await self.state(target)
+            now = asyncio.get_running_loop().time()
+            state.seconds = (perf_counter_ns() - t0) / 1e9
+            if state.replayed or now > deadline:
+                return state
+            if state.waiting_for:
+                stuck_since = stuck_since or now
+                if now - stuck_since >= settle:
+                    return state
+            else:
+                stuck_since = None
+            await asyncio.sleep(0.003)
+
+    async def close(self) -> None:
+        for conn in (self.primary, self.standby):
+            if conn is not None:
+                try:
+                    await conn.close()
+                except psycopg.Error:
+                    pass
+        self.primary = self.standby = None
