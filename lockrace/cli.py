@@ -26,6 +26,8 @@ EPILOG = """\
 examples:
   lockrace                                  open the app on embedded PostgreSQL 18
   lockrace --engine mysql --scenario mysql-skip-locked
+  lockrace --engine galera                  a private 2-node MariaDB Galera cluster (A, B on node1; C, D on node2)
+  lockrace run galera-certification-conflict
   lockrace run pg-nowait                    verify a built-in scenario
   lockrace run scenarios/*.race --format json
   lockrace run my.spec --expected my.out    a PostgreSQL isolation spec
@@ -36,11 +38,22 @@ exit status: 0 every expectation held, 1 an expectation failed,
 2 unusable input (bad file, unreachable server, bad arguments)."""
 
 
+ENGINE_CHOICES = ("postgres", "mysql", "galera", "postgres-standby")
+
+
 def _server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
                    "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
     p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
                    "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; env LOCKRACE_MYSQL_DSN)")
+    p.add_argument("--galera", metavar="DSN1,DSN2", help="an existing MariaDB Galera cluster instead of a private "
+                   "2-node one: one mysql:// DSN per node, node1 first (env LOCKRACE_GALERA_DSNS)")
+    p.add_argument("--standby", metavar="DSN1,DSN2", help="an existing PostgreSQL primary and hot standby instead of "
+                   "private ones: postgresql:// DSNs, primary first (env LOCKRACE_STANDBY_DSNS)")
+
+
+def _dsns(args) -> dict[str, str | None]:
+    return {"postgres": args.pg, "mysql": args.mysql, "galera": args.galera, "postgres-standby": args.standby}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lockrace", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"lockrace {__version__}")
-    parser.add_argument("--engine", choices=("postgres", "mysql"), default="postgres",
-                        help="engine the app opens on (default: postgres)")
+    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="postgres",
+                        help="engine the app opens on (default: postgres); galera and postgres-standby are clusters "
+                             "whose sessions sit on different nodes")
     parser.add_argument("--scenario", metavar="NAME_OR_PATH", help="open the app with this scenario loaded")
     _server_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -61,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status: 0 all expectations held, 1 one failed, 2 unusable input.",
     )
     run.add_argument("scenarios", nargs="+", metavar="NAME_OR_PATH", help="built-in name (see 'lockrace list') or file")
-    run.add_argument("--engine", choices=("postgres", "mysql"),
+    run.add_argument("--engine", choices=ENGINE_CHOICES,
                      help="run on this engine only (default: every engine the scenario declares)")
     run.add_argument("--format", choices=("transcript", "json"), default="transcript", help="output format")
     run.add_argument("--step-timeout", type=float, default=10.0, metavar="SECONDS",
@@ -145,7 +159,7 @@ def cmd_list(args) -> int:
 def cmd_app(args) -> int:
     from .app.main import run_app
 
-    return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql)
+    return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql, dsns=_dsns(args))
 
 
 async def cmd_run(args) -> int:
@@ -172,7 +186,7 @@ async def cmd_run(args) -> int:
             print(f"lockrace: {sc.name} is written for {', '.join(sc.engines)}, not {args.engine}", file=sys.stderr)
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
-    servers = Servers(args.pg, args.mysql)
+    servers = Servers(args.pg, args.mysql, dsns=_dsns(args))
     reports = []
     try:
         for sc, engine in plan:
@@ -204,9 +218,12 @@ async def run_one(sc, backend, args, origin: str):
             for line in transcript.entry_lines(entry, backend.flavor):
                 print(line, flush=True)
 
+    placement = sc.placement(backend.topology) if getattr(backend, "topology", None) else None
     if stream:
         print(f"== {sc.name}: {sc.title} ({backend.server_name}, {origin})")
-    race = Race(backend, sc.session_names())
+        if placement:
+            print("-- nodes: " + ", ".join(f"{s}@{n}" for s, n in placement.items()))
+    race = Race(backend, sc.session_names(), placement=placement)
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)
     try:
@@ -232,8 +249,8 @@ class ServerUnavailable(Exception):
 class Servers:
     """Starts (or connects to) at most one server per engine, on first use."""
 
-    def __init__(self, pg: str | None, mysql: str | None):
-        self.dsn = {"postgres": pg, "mysql": mysql}
+    def __init__(self, pg: str | None, mysql: str | None, dsns: dict | None = None):
+        self.dsn = {**(dsns or {}), "postgres": pg, "mysql": mysql}
         self.targets: dict = {}
         self.backends: dict = {}
 
@@ -246,11 +263,10 @@ class Servers:
             return self.backends[engine]
         from .backends import ConnectError, open_backend
         from .servers.process import ServerStartError
-        from .servers.target import DsnError, mysql_target, pg_target
+        from .servers.target import DsnError, target_for
 
         try:
-            factory = pg_target if engine == "postgres" else mysql_target
-            target = await asyncio.to_thread(factory, self.dsn[engine])
+            target = await asyncio.to_thread(target_for, engine, self.dsn.get(engine))
             self.targets[engine] = target
             self.backends[engine] = await open_backend(target)
         except (ServerStartError, DsnError, ConnectError) as exc:

@@ -119,6 +119,7 @@ class LockraceApp(App[int]):
         mysql: str | None = None,
         targets: dict[str, Target] | None = None,
         pending: dict | None = None,
+        dsns: dict[str, str | None] | None = None,
         save_dir: Path | None = None,
         autoplay_delay: float = 1.5,
         step_timeout: float = 15.0,
@@ -126,7 +127,7 @@ class LockraceApp(App[int]):
         super().__init__()
         self.engine = engine if scenario is None or scenario.runs_on(engine) else scenario.engines[0]
         self.initial_scenario = scenario
-        self.pool = ServerPool({"postgres": pg, "mysql": mysql}, targets, pending)
+        self.pool = ServerPool({**(dsns or {}), "postgres": pg, "mysql": mysql}, targets, pending)
         self.save_dir = save_dir or Path.cwd()
         self.autoplay_delay = autoplay_delay
         self.step_timeout = step_timeout
@@ -301,14 +302,17 @@ class LockraceApp(App[int]):
             self.sub_title = f"no server · engine: {engine}"
             return
         names = session_names(scenario)
-        race = Race(backend, names)
+        base = scenario if scenario is not None else free_form(engine)
+        topology = getattr(backend, "topology", None)
+        race = Race(backend, names, placement=base.placement(topology, names) if topology else None)
+        placement = {name: race.node_for(name) for name in names} if topology else {}
         race.subscribe(self._on_race_event)
         self.flavor = backend.flavor
         self.server_label = f"{backend.server_name} ({self.pool.origin(engine)})"
-        base = scenario if scenario is not None else free_form(engine)
         self.base = base
         heading = f"-- {self.server_label}"
         self.timeline_model.clear(names)
+        self.timeline_model.nodes = placement
         self.timeline.update()
         self.timeline.refresh(layout=True)  # the number of lanes sets its height
         self.transcript = [f"-- lockrace transcript: {base.title or base.name} on {self.server_label}"]
@@ -316,7 +320,8 @@ class LockraceApp(App[int]):
         self.logs = {}
         for name in names:
             self.logs[name] = SessionLog(name, self.flavor)
-            self.logs[name].write(heading, "dim italic")
+            self.logs[name].node = placement.get(name, "")
+            self.logs[name].write(heading + (f" · {placement[name]}" if name in placement else ""), "dim italic")
         self._show_sessions(names[: len(self._panel_list)])
         try:
             await race.open()
@@ -362,7 +367,10 @@ class LockraceApp(App[int]):
             log = self.logs.get(event.session)
             if log is None:
                 log = self.logs[event.session] = SessionLog(event.session, self.flavor)
+                log.node = event.node
             log.apply(event)
+        if event.node and event.session and event.session not in self.timeline_model.nodes:
+            self.timeline_model.nodes[event.session] = event.node
         self.timeline_model.apply(event)
         self.recorder.apply(event)
         if isinstance(event, StatementStarted):

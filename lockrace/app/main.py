@@ -13,7 +13,7 @@ EXIT_UNUSABLE = 2
 
 
 def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None,
-            targets: dict[str, Target] | None = None) -> int:
+            targets: dict[str, Target] | None = None, dsns: dict[str, str | None] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
     loaded = None
     if scenario:
@@ -31,12 +31,14 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
     executor = None
     if not (targets and engine in targets):
         executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lockrace-server")
-        pending[engine] = executor.submit(start_target, engine, pg if engine == "postgres" else mysql)
+        dsn = {**(dsns or {}), "postgres": pg, "mysql": mysql}.get(engine)
+        pending[engine] = executor.submit(start_target, engine, dsn)
     app = None
     try:
         from .app import LockraceApp
 
-        app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending)
+        app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending,
+                          dsns=dsns)
         app.run()
         code = app.return_code
     finally:

@@ -54,6 +54,8 @@ class Recorder:
         if base is not None:
             sc.setup = {k: list(v) for k, v in base.setup.items()}
             sc.teardown = {k: list(v) for k, v in base.teardown.items()}
+            played = {p.session for p in self.played}
+            sc.nodes = {s: n for s, n in base.nodes.items() if s in played}
         for p in self.played:
             step = Step(name=str(p.launched_index), session=p.session, sql=p.sql)
             step.expectations = expectations_for(p, self.flavor)

@@ -7,15 +7,17 @@ import asyncio
 import concurrent.futures
 
 from ..backends import Backend, open_backend
-from ..servers.target import Target, mysql_target, pg_target
+from ..servers.target import Target, target_for
 
-ENGINE_NAMES = {"postgres": "PostgreSQL 18", "mysql": "MariaDB/MySQL"}
+ENGINE_NAMES = {"postgres": "PostgreSQL 18", "mysql": "MariaDB/MySQL", "galera": "MariaDB Galera",
+                "postgres-standby": "PostgreSQL primary + hot standby"}
+STARTING = {"postgres": "embedded PostgreSQL 18", "mysql": "a private MariaDB/MySQL server",
+            "galera": "a private 2-node MariaDB Galera cluster", "postgres-standby": "a private PostgreSQL primary and hot standby"}
 
 
 def start_target(engine: str, dsn: str | None) -> Target:
-    """Start (or point at) the server for ``engine``; blocking, so call it in a thread."""
-    factory = pg_target if engine == "postgres" else mysql_target
-    return factory(dsn)
+    """Start (or point at) the server or cluster for ``engine``; blocking, so call it in a thread."""
+    return target_for(engine, dsn)
 
 
 class ServerPool:
@@ -35,15 +37,14 @@ class ServerPool:
     def starting_text(self, engine: str) -> str:
         if engine in self.targets or self.dsn.get(engine):
             return f"connecting to {ENGINE_NAMES[engine]}…"
-        what = "embedded PostgreSQL 18" if engine == "postgres" else "a private MariaDB/MySQL server"
-        return f"starting {what}…"
+        return f"starting {STARTING.get(engine, engine)}…"
 
     async def backend(self, engine: str) -> Backend:
         lock = self._locks.setdefault(engine, asyncio.Lock())
         async with lock:
             if engine in self.backends:
                 target = self.targets[engine]
-                if target.server is not None and target.server.dir is not None and not target.server.running:
+                if getattr(target, "server", None) is not None and target.server.dir is not None and not target.server.running:
                     # lockrace's own server died (killed, crashed): start it again on its data
                     await asyncio.to_thread(target.server.restart)
                 return self.backends[engine]

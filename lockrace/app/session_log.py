@@ -51,6 +51,7 @@ class SessionLog:
     def __init__(self, name: str, flavor: str = "postgres"):
         self.name = name
         self.flavor = flavor
+        self.node = ""  # cluster races: the node this session sits on
         self.status = SessionStatus(name)
         self.entries: list[tuple[str, str]] = []  # (line, style)
         self.next_text: str | None = None  # the next scenario step, when it is this session's

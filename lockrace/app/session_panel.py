@@ -164,7 +164,7 @@ class SessionPanel(Vertical):
     def show(self, log: SessionLog) -> None:
         """Show ``log``'s session in this panel: title, input hint, whole transcript, badges."""
         self.session_log = log
-        self.border_title = f"Session {log.name}"
+        self.border_title = f"Session {log.name} @ {log.node}" if log.node else f"Session {log.name}"
         self.input.placeholder = f"{self.name_hint()} type SQL, Enter runs it in {log.name}"
         self._shown = ()
         self.transcript.clear()

@@ -38,6 +38,8 @@ STYLES = {
     "cancelled": "bold #101010 on #b2b2b2",
     "error": "bold white on #d75f5f",
     "connection lost": "bold white on #5f0000",
+    "certification conflict": "bold #101010 on #ff8700",
+    "recovery conflict": "bold white on #5f00af",
     "ok": "bold #101010 on #5fd75f",
     "connecting": "bold #101010 on #8a8a8a",
 }
@@ -57,6 +59,10 @@ STATE_HELP = [
     ("cancelled", "cancelled on request (the cancel key, or a scenario step timeout)"),
     ("error", "any other error the server returned"),
     ("connection lost", "the session's connection is gone; reset or switch engine to reconnect"),
+    ("certification conflict", "Galera: another node committed a conflicting write first (1213 at COMMIT, "
+                               "or a brute-force abort); the node's wsrep counters say which, not the message"),
+    ("recovery conflict", "PostgreSQL hot standby: replay needed what this query held (40001 "
+                          "\"conflict with recovery\")"),
 ]
 
 

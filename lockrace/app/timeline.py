@@ -40,6 +40,8 @@ BAR_STYLES = {
     "cancelled": "#b2b2b2",
     "error": "#ff8787",
     "connection_lost": "#af0000",
+    "certification_conflict": "#ff8700",
+    "recovery_conflict": "#af87ff",
 }
 
 
@@ -78,6 +80,7 @@ class Bar:
 class TimelineModel:
     def __init__(self, lanes: list[str]):
         self.lanes = list(lanes)
+        self.nodes: dict[str, str] = {}  # cluster races: lane -> node, shown beside the lane name
         self.bars: list[Bar] = []
         self._open: dict[int, Bar] = {}
 
@@ -200,7 +203,7 @@ def lane_label(bar: Bar | None, now: int) -> tuple[str, str]:
 
 
 def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
-    name_w = 3
+    name_w = max([3] + [len(lane) + len(model.nodes.get(lane, "")) + 3 for lane in model.lanes if model.nodes.get(lane)])
     label_w = max(18, min(46, width // 3))
     area = max(10, width - name_w - label_w - 2)
     t0, t1, visible = model.window(now)
@@ -231,7 +234,8 @@ def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
                 markers.append((mx, "bold #ffffff on #870000" if bar.running else "bold #ffffff"))
         for mx, style in markers:
             cells[mx] = ("┃", style)
-        out.append(f" {lane} ", style="bold")
+        node = model.nodes.get(lane)
+        out.append(f" {lane}@{node} ".ljust(name_w) if node else f" {lane} ".ljust(name_w), style="bold")
         run_text, run_style = "", None
         for ch, style in cells:  # one span per run of equal style keeps the redraw cheap
             if style != run_style and run_text:

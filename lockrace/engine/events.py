@@ -77,6 +77,8 @@ class StatementResult:
     skipped_rows: int = 0
     skipped_from: tuple[str, ...] = ()
     budget: Budget | None = None
+    node: str = ""  # cluster races: the node the statement ran on
+    conflict: str = ""  # certification_conflict: "certification failure" or "brute-force abort"
     notices: list[str] = field(default_factory=list)
     result_sets: list["StatementResult"] = field(default_factory=list)
     """For multi-statement texts: every result set, in order (this object is the last)."""
@@ -98,6 +100,8 @@ class StatementResult:
 class Event:
     session: str
     t_ns: int
+    node: str = field(default="", kw_only=True)
+    """Cluster races: the node the session sits on ("" on a single server)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,18 @@ installed where lockrace is developed:
   1317 ER_QUERY_INTERRUPTED  "Query execution was interrupted"
 MariaDB answers NOWAIT / WAIT 0 with 1205 at once (and WAIT 0.5 too: it keeps
 only the whole seconds), and max_statement_time with 1969 ER_STATEMENT_TIMEOUT.
+
+Cluster outcomes:
+  certification_conflict  MariaDB Galera sends the same 1213 for a transaction
+                          that lost replication certification (at COMMIT) or
+                          was brute-force aborted by a replicated write as for
+                          an InnoDB deadlock.  The message cannot tell them
+                          apart; the node's own counters can
+                          (wsrep_local_cert_failures, wsrep_local_bf_aborts):
+                          see ``galera_conflict``.
+  recovery_conflict       PostgreSQL hot standby: 40001 "canceling statement
+                          due to conflict with recovery" (or "terminating
+                          connection due to conflict with recovery").
 """
 
 from __future__ import annotations
@@ -61,15 +73,14 @@ def _strip_literals(sql: str) -> str:
 def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> str:
     if not sqlstate:
         return "connection_lost" if connection_closed else "error"
-    if sqlstate == "40001" and "conflict with recovery" in message:
-        # a hot standby cancelled the query (or ended the session) that held up replay
-        return "recovery_conflict"
     if sqlstate == "55P03":
         if "lock timeout" in message:
             return "timed_out"
         return "refused"
     if sqlstate == "40P01":
         return "deadlock"
+    if "conflict with recovery" in message:  # 40001 (57P04 when the database was dropped)
+        return "recovery_conflict"
     if sqlstate == "57014":
         if "statement timeout" in message:
             return "statement_timeout"
@@ -100,6 +111,27 @@ def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0
     if errno in MYSQL_CONNECTION_ERRORS:
         return "connection_lost"
     return "error"
+
+
+GALERA_COUNTERS = ("wsrep_local_cert_failures", "wsrep_local_bf_aborts")
+
+
+def galera_conflict(errno: int | None, before: dict[str, int], after: dict[str, int]) -> str | None:
+    """Why a Galera node answered 1213, from its counters read before and after.
+
+    ``certification failure`` when wsrep_local_cert_failures grew (the
+    transaction lost certification at COMMIT), ``brute-force abort`` when only
+    wsrep_local_bf_aborts grew (a replicated write aborted it); None when
+    neither moved: an ordinary InnoDB deadlock.
+    """
+    if errno != 1213:
+        return None
+    grew = {k: after.get(k, 0) - before.get(k, 0) for k in GALERA_COUNTERS}
+    if grew["wsrep_local_cert_failures"] > 0:
+        return "certification failure"
+    if grew["wsrep_local_bf_aborts"] > 0:
+        return "brute-force abort"
+    return None
 
 
 def with_skip(outcome: str, sql: str, skipped_rows: int) -> str:

@@ -3,6 +3,12 @@
 The Race is what the app, the CLI and the tests drive.  It runs statements,
 asks the server (never the clock) who is blocked by whom, cancels, rolls
 back, reconnects and cleans up, and tells its listeners everything as events.
+
+On a cluster (a ``ClusterBackend``: one backend per node) each session sits
+on a node (``placement``), each node gets its own monitor connection, and
+waits, cancels, skipped rows and session idents are all asked of and mapped
+on the session's own node; events carry the node.  On a single server there
+is one monitor under the node name "".
 """
 
 from __future__ import annotations
@@ -43,11 +49,16 @@ class SessionBusy(Exception):
 
 
 class Race:
-    def __init__(self, backend: Backend, names: Iterable[str] = ("A", "B", "C", "D")):
+    def __init__(self, backend: Backend, names: Iterable[str] = ("A", "B", "C", "D"),
+                 placement: dict[str, str] | None = None):
         self.backend = backend
         self.names = list(names)
         self.sessions: dict[str, Session] = {}
         self.monitor: MonitorConnection | None = None
+        """The (first node's) monitor; on a cluster every node's is in ``monitors``."""
+        self.nodes: dict[str, Backend] | None = getattr(backend, "nodes", None)
+        self.placement: dict[str, str] = dict(placement or {})
+        self.monitors: dict[str, MonitorConnection] = {}
         self._listeners: list[Listener] = []
         self._next_id = 0
         self._wake = asyncio.Event()
@@ -67,19 +78,69 @@ class Race:
         for listener in list(self._listeners):
             listener(event)
 
+    # ------------------------------------------------------------ nodes
+    def node_for(self, name: str) -> str:
+        """The node session ``name`` sits on ("" on a single server)."""
+        if self.nodes is None:
+            return ""
+        node = self.placement.get(name)
+        if node not in self.nodes:
+            from ..scenario.model import TOPOLOGIES, default_node
+
+            known = list(self.nodes)
+            if self.backend.topology in TOPOLOGIES and len(known) == len(TOPOLOGIES[self.backend.topology]):
+                node = default_node(self.backend.topology, name, self.names.index(name) if name in self.names else 0)
+            else:
+                node = known[0]
+            self.placement[name] = node
+        return node
+
+    def _backend_for(self, node: str) -> Backend:
+        return self.nodes[node] if self.nodes is not None else self.backend
+
+    def monitor_for(self, session: Session) -> MonitorConnection | None:
+        return self.monitors.get(session.node, self.monitor)
+
+    async def _open_monitors(self) -> None:
+        if self.nodes is None:
+            self.monitor = await self.backend.connect_monitor()
+            self.monitors = {"": self.monitor}
+            return
+        names = list(self.nodes)
+        got = await asyncio.gather(*(self.nodes[n].connect_monitor() for n in names), return_exceptions=True)
+        failure = next((m for m in got if isinstance(m, BaseException)), None)
+        if failure is not None:
+            for m in got:
+                if not isinstance(m, BaseException):
+                    await m.close()
+            raise failure
+        self.monitors = dict(zip(names, got))
+        self.monitor = self.monitors[names[0]]
+        for node, monitor in self.monitors.items():
+            await self.backend.hooks.node_opened(self.backend, node, monitor)
+
+    async def _close_monitors(self) -> None:
+        for monitor in set(self.monitors.values()) | ({self.monitor} if self.monitor else set()):
+            with contextlib.suppress(Exception):
+                await monitor.close()
+        self.monitors = {}
+        self.monitor = None
+
     # ------------------------------------------------------------ lifecycle
     async def open(self) -> "Race":
-        self.monitor = await self.backend.connect_monitor()
-        conns = await asyncio.gather(*(self.backend.connect_session(n) for n in self.names), return_exceptions=True)
+        await self._open_monitors()
+        nodes = [self.node_for(n) for n in self.names]
+        conns = await asyncio.gather(*(self._backend_for(node).connect_session(n) for n, node in zip(self.names, nodes)),
+                                     return_exceptions=True)
         failure = next((c for c in conns if isinstance(c, BaseException)), None)
         if failure is not None:
             for c in conns:
                 if not isinstance(c, BaseException):
                     await c.close()
-            await self.monitor.close()
+            await self._close_monitors()
             raise failure
-        for name, conn in zip(self.names, conns):
-            self.sessions[name] = Session(name, conn, self.backend.flavor)
+        for name, node, conn in zip(self.names, nodes, conns):
+            self.sessions[name] = Session(name, conn, self.backend.flavor, node)
         await asyncio.gather(*(self._refresh_state(s, budgets=True) for s in self.sessions.values()))
         self._watcher = asyncio.create_task(self._watch(), name="lockrace-watcher")
         return self
@@ -87,10 +148,15 @@ class Race:
     async def add_session(self, name: str) -> Session:
         if name in self.sessions:
             return self.sessions[name]
-        conn = await self.backend.connect_session(name)
-        session = Session(name, conn, self.backend.flavor)
-        self.sessions[name] = session
         self.names.append(name)
+        node = self.node_for(name)
+        try:
+            conn = await self._backend_for(node).connect_session(name)
+        except BaseException:
+            self.names.remove(name)
+            raise
+        session = Session(name, conn, self.backend.flavor, node)
+        self.sessions[name] = session
         await self._refresh_state(session, budgets=True)
         return session
 
@@ -103,19 +169,21 @@ class Race:
                 await self._watcher
             self._watcher = None
         running = [s for s in self.sessions.values() if s.running]
-        if self.monitor is not None:
-            for s in running:
+        for s in running:
+            monitor = self.monitor_for(s)
+            if monitor is not None:
                 with contextlib.suppress(Exception):
-                    await self.monitor.cancel(s.ident)
+                    await monitor.cancel(s.ident)
         waits = [s.running.done.wait() for s in running if s.running and s.running.task]
         if waits:  # one grace period for all of them, not one each
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(asyncio.gather(*waits), grace)
         stuck = [s for s in self.sessions.values() if s.running]
-        if stuck and self.monitor is not None:
-            for s in stuck:
+        for s in stuck:
+            monitor = self.monitor_for(s)
+            if monitor is not None:
                 with contextlib.suppress(Exception):
-                    await self.monitor.terminate(s.ident)
+                    await monitor.terminate(s.ident)
         for s in self.sessions.values():
             if not s.running and not s.conn.closed and s.txn != "idle":
                 with contextlib.suppress(Exception):
@@ -126,10 +194,7 @@ class Race:
         for s in self.sessions.values():
             if s.running and s.running.task:
                 s.running.task.cancel()
-        if self.monitor is not None:
-            with contextlib.suppress(Exception):
-                await self.monitor.close()
-            self.monitor = None
+        await self._close_monitors()
 
     async def reconnect(self) -> None:
         """New connections for every session (after a server restart)."""
@@ -141,12 +206,9 @@ class Race:
         for s in self.sessions.values():
             with contextlib.suppress(Exception):
                 await s.conn.close()
-        if self.monitor is not None:
-            with contextlib.suppress(Exception):
-                await self.monitor.close()
+        await self._close_monitors()
         old = dict(self.sessions)
         self.sessions.clear()
-        self.monitor = None
         self.monitor_error = ""
         try:
             await self.open()
@@ -178,7 +240,7 @@ class Race:
         return stmt.result
 
     async def _execute(self, session: Session, stmt: RunningStatement) -> None:
-        self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget))
+        self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget, node=session.node))
         self._wake.set()
         try:
             if session.conn.closed:
@@ -205,15 +267,31 @@ class Race:
             result.budget = next((b for b in session.budgets if b.name == STANDBY_BUDGET), result.budget)
         if result.outcome == "ok" and asks_skip_locked(stmt.sql):
             await self._account_skipped(session, stmt.sql, result)
+        if self.nodes is not None:
+            result.node = session.node
+            if result.code and result.outcome != "connection_lost":
+                await self._refine(session, stmt.sql, result)
         stmt.result = result
         session.last = result
-        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result))
+        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result, node=session.node))
         # The session stays busy until its state is read back: one connection,
         # one request at a time (PyMySQL connections are not thread-safe).
         await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
+
+    async def _refine(self, session: Session, sql: str, result: StatementResult) -> None:
+        """Cluster races: let the topology tell a cluster failure from an ordinary one,
+        from what the session's own node reports (e.g. Galera's wsrep counters)."""
+        monitor = self.monitor_for(session)
+        if monitor is None:
+            return
+        try:
+            await asyncio.wait_for(self.backend.hooks.refine(self.backend, session.node, monitor, result, sql), 5)
+        except (asyncio.TimeoutError, Exception) as exc:
+            self.emit(ServerNote(session.name, perf_counter_ns(), f"could not ask {session.node} why: {exc}", "warning",
+                                 node=session.node))
 
     async def _probe_server(self, first: Session) -> None:
         """One session lost its connection: is the server gone, or just that backend?
@@ -225,7 +303,7 @@ class Race:
         """
         try:
             try:
-                probe = await asyncio.wait_for(self.backend.connect_monitor(), 5)
+                probe = await asyncio.wait_for(self._backend_for(first.node).connect_monitor(), 5)
             except Exception:
                 reachable = False
             else:
@@ -234,11 +312,12 @@ class Race:
                     await probe.close()
             if reachable:
                 return
-            self.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {self.backend.server_name}", "error"))
+            where = self._backend_for(first.node).server_name + (f" on {first.node}" if first.node else "")
+            self.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {where}", "error", node=first.node))
             for s in list(self.sessions.values()):
-                if s is not first and s.running is None and s.txn != "closed":
+                if s is not first and s.node == first.node and s.running is None and s.txn != "closed":
                     s.txn = "closed"
-                    self.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident))
+                    self.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident, node=s.node))
         finally:
             self._lost_probe = None
 
@@ -250,7 +329,7 @@ class Race:
     def _finish(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
         stmt.result = result
         session.last = result
-        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result))
+        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result, node=session.node))
         self._release(session, stmt)
 
     def _release(self, session: Session, stmt: RunningStatement) -> None:
@@ -261,19 +340,21 @@ class Race:
 
     async def _account_skipped(self, session: Session, sql_text: str, result: StatementResult) -> None:
         probe = skip_probe(sql_text)
-        if probe is None or self.monitor is None:
+        monitor = self.monitor_for(session)
+        if probe is None or monitor is None:
             return
         sql, limit, table = probe
         try:
-            plain = await self.monitor.plain_read(sql)
+            plain = await monitor.plain_read(sql)
             if plain is None:
                 return
             result.skipped_rows = count_skipped(plain, result.rows, limit)
             if result.skipped_rows and table:
-                holders = await self.monitor.row_lock_holders(table, session.ident)
-                result.skipped_from = tuple(sorted(self.name_of(i) for i in holders.holders))
+                holders = await monitor.row_lock_holders(table, session.ident)
+                result.skipped_from = tuple(sorted(self.name_of(i, session.node) for i in holders.holders))
         except Exception as exc:
-            self.emit(ServerNote(session.name, perf_counter_ns(), f"could not count skipped rows: {exc}", "warning"))
+            self.emit(ServerNote(session.name, perf_counter_ns(), f"could not count skipped rows: {exc}", "warning",
+                                 node=session.node))
             return
         result.outcome = with_skip(result.outcome, sql_text, result.skipped_rows)
 
@@ -287,14 +368,15 @@ class Race:
         except Exception:
             txn = "closed" if session.conn.closed else session.txn
         session.txn = txn
-        self.emit(SessionState(session.name, perf_counter_ns(), txn, session.budgets, session.ident))
+        self.emit(SessionState(session.name, perf_counter_ns(), txn, session.budgets, session.ident, node=session.node))
 
     async def cancel(self, name: str) -> bool:
         """Ask the server to cancel the statement running in session ``name``."""
         session = self.sessions[name]
-        if session.running is None or self.monitor is None:
+        monitor = self.monitor_for(session)
+        if session.running is None or monitor is None:
             return False
-        return await self.monitor.cancel(session.ident)
+        return await monitor.cancel(session.ident)
 
     async def rollback(self, name: str) -> StatementResult | None:
         session = self.sessions[name]
@@ -307,28 +389,48 @@ class Race:
         return await self.run(name, "ROLLBACK")
 
     # ------------------------------------------------------------ waits
-    def name_of(self, ident: int) -> str:
+    def name_of(self, ident: int, node: str = "") -> str:
+        """The session with backend ``ident`` on ``node`` (idents are per server)."""
         for s in self.sessions.values():
-            if s.ident == ident:
+            if s.ident == ident and s.node == node:
                 return s.name
-        return f"pid {ident}" if self.backend.engine == "postgres" else f"thread {ident}"
+        if self.nodes is not None:
+            named = self.backend.hooks.blocker_name(node, ident)
+            if named:
+                return named
+        what = f"pid {ident}" if self.backend.engine == "postgres" else f"thread {ident}"
+        return f"{what} on {node}" if node else what
+
+    async def _node_waits(self, node: str, sessions: list[Session]):
+        monitor = self.monitors.get(node, self.monitor)
+        if monitor is None:
+            return {}
+        return await monitor.waits([s.ident for s in sessions])
 
     async def poll_waits(self) -> None:
-        """Ask the server now who waits on whom, and emit what changed."""
+        """Ask the server (every node of a cluster) now who waits on whom, and emit what changed."""
         running = [s for s in self.sessions.values() if s.running is not None]
         if not running or self.monitor is None:
             return
         asked = {s.name: s.running for s in running}
-        reports = await self.monitor.waits([s.ident for s in running])
+        by_node: dict[str, list[Session]] = {}
+        for s in running:
+            by_node.setdefault(s.node, []).append(s)
+        if len(by_node) == 1:
+            node, group = next(iter(by_node.items()))
+            per_node = {node: await self._node_waits(node, group)}
+        else:
+            answers = await asyncio.gather(*(self._node_waits(n, g) for n, g in by_node.items()))
+            per_node = dict(zip(by_node, answers))
         now = perf_counter_ns()
         for s in running:
             stmt = s.running
             if stmt is None or stmt.result is not None or stmt is not asked[s.name]:
                 continue  # finished while we asked: the answer is about that statement, not a newer one
-            report = reports.get(s.ident)
+            report = per_node[s.node].get(s.ident)
             if report is not None:
                 # a blocker that is a server process (the startup process on a hot standby) by its name
-                blockers = tuple(report.process_names.get(i) or self.name_of(i) for i in report.blockers)
+                blockers = tuple(report.process_names.get(i) or self.name_of(i, s.node) for i in report.blockers)
                 if stmt.blocked_since is None or blockers != stmt.blockers or report.lock != stmt.lock:
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now
@@ -338,13 +440,14 @@ class Race:
                     stmt.blockers = blockers or stmt.blockers
                     stmt.lock = report.lock or stmt.lock
                     stmt.ever_blocked = True
-                    self.emit(StatementBlocked(s.name, now, stmt.stmt_id, stmt.blockers, stmt.lock, stmt.started_ns))
+                    self.emit(StatementBlocked(s.name, now, stmt.stmt_id, stmt.blockers, stmt.lock, stmt.started_ns,
+                                               node=s.node))
                     stmt.blocked.set()
             elif stmt.blocked_since is not None and stmt.result is None:
                 stmt.waited_ns += now - stmt.blocked_since
                 stmt.blocked_since = None
                 stmt.blocked.clear()
-                self.emit(StatementUnblocked(s.name, now, stmt.stmt_id))
+                self.emit(StatementUnblocked(s.name, now, stmt.stmt_id, node=s.node))
 
     async def _watch(self) -> None:
         failures = 0

@@ -33,8 +33,9 @@ class RunningStatement:
 
 
 class Session:
-    def __init__(self, name: str, conn: SessionConnection, flavor: str):
+    def __init__(self, name: str, conn: SessionConnection, flavor: str, node: str = ""):
         self.name = name
+        self.node = node  # cluster races: the node this session's connection is on
         self.conn = conn
         self.flavor = flavor
         self.running: RunningStatement | None = None

@@ -16,8 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENGINES = ("postgres", "mysql")
+ENGINES = ("postgres", "mysql", "galera", "postgres-standby")
 FLAVORS = ("postgres", "mysql", "mariadb", "mysql8")
+
+# Cluster engines (topologies): their nodes in order, and where sessions sit
+# when a scenario's ``nodes:`` line does not say.  The first node is where
+# setup and teardown run (Galera replicates them; a standby is read-only).
+TOPOLOGIES: dict[str, tuple[str, ...]] = {
+    "galera": ("node1", "node2"),
+    "postgres-standby": ("primary", "standby"),
+}
+# the single-server engine a cluster's nodes speak (expectation flavors follow it)
+TOPOLOGY_ENGINE = {"galera": "mysql", "postgres-standby": "postgres"}
 
 OUTCOMES = (
     "ok",
@@ -29,7 +39,9 @@ OUTCOMES = (
     "cancelled",
     "error",
     "connection_lost",
-    "recovery_conflict",
+    # cluster outcomes
+    "certification_conflict",  # Galera: 1213 from replication (certification failure or brute-force abort)
+    "recovery_conflict",  # PostgreSQL hot standby: 40001 "... due to conflict with recovery"
 )
 
 TXN_STATES = ("idle", "in transaction", "failed transaction")
@@ -49,6 +61,20 @@ def flavor_matches(wanted: str | None, flavor: str) -> bool:
 
 def engine_of(flavor: str) -> str:
     return "postgres" if flavor == "postgres" else "mysql"
+
+
+def is_cluster(engine: str) -> bool:
+    return engine in TOPOLOGIES
+
+
+def default_node(topology: str, session: str, index: int) -> str:
+    """Where a session sits when the scenario does not say: A and B on the
+    first node, C and D on the second; any other session by its position
+    (0, 1 on the first node, 2, 3 on the second, and so on, round the nodes)."""
+    nodes = TOPOLOGIES[topology]
+    if session in ("A", "B", "C", "D"):
+        index = "ABCD".index(session)
+    return nodes[(index // 2) % len(nodes)]
 
 
 @dataclass
@@ -155,6 +181,9 @@ class Scenario:
     plugins); a server lockrace did not start is left alone."""
     epilogue: str = ""
     """A closing note after the last step."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Cluster engines: session -> node name (``nodes: A=node1 C=node2``);
+    sessions not named here sit where ``default_node`` puts them."""
     path: Path | None = None
     kind: str = "scenario"  # "scenario" or "isolation-spec"
     explicit_permutations: bool = True
@@ -190,6 +219,16 @@ class Scenario:
 
     def runs_on(self, engine: str) -> bool:
         return engine in self.engines
+
+    def placement(self, topology: str, names: list[str] | None = None) -> dict[str, str]:
+        """session -> node for every session (or ``names``) on ``topology``."""
+        names = names if names is not None else self.session_names()
+        known = TOPOLOGIES[topology]
+        out = {}
+        for index, name in enumerate(names):
+            node = self.nodes.get(name)
+            out[name] = node if node in known else default_node(topology, name, index)
+        return out
 
     def order(self) -> list[list[PermutationEntry]]:
         if self.permutations is not None:

@@ -38,9 +38,9 @@ import re
 from pathlib import Path
 
 from .errors import ScenarioError, read_source
-from .model import ENGINES, FLAVORS, OUTCOMES, TXN_STATES, Expectation, Scenario, Step
+from .model import ENGINES, FLAVORS, OUTCOMES, TOPOLOGIES, TXN_STATES, Expectation, Scenario, Step
 
-HEADER_KEYS = ("title", "engines", "source", "lesson", "setup", "teardown")
+HEADER_KEYS = ("title", "engines", "nodes", "source", "lesson", "setup", "teardown")
 EXPECT_KEYS = {
     "expect": "outcome",  # ok, timed_out, refused, skipped, deadlock, ...
     "code": "code",  # SQLSTATE (55P03) or MySQL errno (1205)
@@ -139,6 +139,8 @@ class _Parser:
                 if bad or not engines:
                     raise self.error(lineno, f"engines must be among {', '.join(ENGINES)}, got {block!r}")
                 sc.engines = engines
+            elif key == "nodes":
+                sc.nodes = self._nodes(block, lineno)
             else:
                 target = sc.setup if key == "setup" else sc.teardown
                 target[flavor] = [block] if block else []
@@ -147,8 +149,9 @@ class _Parser:
         if not sc.steps:
             raise self.error(len(self.lines) or None, "no steps: a scenario needs at least one 'A> SQL;' line")
         if not sc.engines:
-            raise self.error(1, "missing 'engines:' (postgres, mysql or both)")
+            raise self.error(1, f"missing 'engines:' ({', '.join(ENGINES)})")
         self._check_references()
+        self._check_nodes()
         for name in sc.session_names():
             sc.session(name)
         return sc
@@ -233,6 +236,39 @@ class _Parser:
             raise self.error(lineno, f"'{key}' needs a value")
         step.expectations.append(Expectation(field_name, parsed, flavor, lineno))
 
+    def _nodes(self, block: str, lineno: int) -> dict[str, str]:
+        """``A=node1 B=node1 C=node2`` (spaces or commas between pairs)."""
+        out: dict[str, str] = {}
+        for pair in (p for p in re.split(r"[,\s]+", block) if p):
+            m = re.fullmatch(r"([A-Za-z][A-Za-z0-9_]{0,15})=([a-z][a-z0-9_-]{0,30})", pair)
+            if not m:
+                raise self.error(lineno, f"nodes: expected SESSION=NODE pairs (A=node1 C=node2), got {pair!r}")
+            if m.group(1) in out:
+                raise self.error(lineno, f"nodes: session {m.group(1)} placed twice")
+            out[m.group(1)] = m.group(2)
+        if not out:
+            raise self.error(lineno, "nodes: needs SESSION=NODE pairs (A=node1 C=node2)")
+        self.nodes_line = lineno
+        return out
+
+    def _check_nodes(self) -> None:
+        sc = self.scenario
+        if not sc.nodes:
+            return
+        line = getattr(self, "nodes_line", None)
+        clusters = [e for e in sc.engines if e in TOPOLOGIES]
+        if not clusters:
+            raise self.error(line, f"nodes: applies to cluster engines ({', '.join(TOPOLOGIES)}), "
+                                   f"not {', '.join(sc.engines)}")
+        names = set(sc.session_names())
+        for session, node in sc.nodes.items():
+            if session not in names:
+                raise self.error(line, f"nodes: no session named {session}")
+            for engine in clusters:
+                if node not in TOPOLOGIES[engine]:
+                    raise self.error(line, f"nodes: {engine} has no node {node!r} "
+                                           f"(its nodes: {', '.join(TOPOLOGIES[engine])})")
+
     def _check_references(self) -> None:
         count = len(self.scenario.steps)
         names = set(self.scenario.session_names())
@@ -271,6 +307,8 @@ def write_scenario(sc: Scenario) -> str:
     if sc.title:
         out.extend(_value("title", sc.title))  # a title may run over several lines
     out.append(f"engines: {', '.join(sc.engines)}")
+    if sc.nodes:
+        out.append("nodes: " + " ".join(f"{k}={v}" for k, v in sc.nodes.items()))
     if sc.source:
         out.extend(_value("source", sc.source))
     if sc.lesson:

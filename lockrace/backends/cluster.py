@@ -1,0 +1,101 @@
+"""A cluster as one Backend: an ordinary backend per node, plus topology hooks.
+
+The Race (engine/race.py) sees ``ClusterBackend.nodes`` and opens each
+session on its own node's backend and one monitor per node; blocked
+detection, cancels, budgets and session idents are all per node.  Setup,
+teardown and the sandbox live on the first node (Galera replicates them; a
+standby is read-only), and ``ClusterHooks.after_admin`` then waits until
+every other node has caught up.  Node-specific outcomes (a Galera
+certification conflict, a standby's recovery conflict) are decided by
+``ClusterHooks.refine`` from what that node's own monitor connection reports.
+"""
+
+from __future__ import annotations
+
+from ..engine.events import StatementResult
+from ..servers.cluster import TOPOLOGIES, Cluster, load
+from .base import Backend, MonitorConnection, SessionConnection
+
+
+class ClusterHooks:
+    """What a topology adds to its nodes' ordinary backends.  Every method has
+    a do-nothing default; a topology overrides what it needs."""
+
+    async def open_node(self, node: str, target, first: bool) -> Backend:
+        """Open the ordinary backend of one node (the first node first: it creates the sandbox)."""
+        from . import open_backend
+
+        return await open_backend(target)
+
+    async def node_opened(self, cluster: "ClusterBackend", node: str, monitor: MonitorConnection) -> None:
+        """A race opened its monitor connection on ``node`` (e.g. read counters to compare with later)."""
+
+    async def refine(self, cluster: "ClusterBackend", node: str, monitor: MonitorConnection,
+                     result: StatementResult, sql: str) -> None:
+        """A statement on ``node`` failed: change ``result.outcome`` (and ``result.conflict``)
+        when the node says the failure is a cluster one.  Runs before listeners hear of it."""
+
+    async def after_admin(self, cluster: "ClusterBackend") -> None:
+        """Setup/teardown ran on the first node: wait until every node has it."""
+
+    def blocker_name(self, node: str, ident: int) -> str | None:
+        """A name for a blocker that is none of the race's sessions (e.g. a replication applier)."""
+        return None
+
+
+class ClusterBackend(Backend):
+    def __init__(self, cluster: Cluster, nodes: dict[str, Backend], hooks: ClusterHooks):
+        self.cluster = cluster
+        self.topology = cluster.topology
+        self.nodes = nodes
+        self.hooks = hooks
+        first = self.first_backend
+        self.engine = first.engine
+        self.flavor = first.flavor
+        self.version = first.version
+        self.sandbox = first.sandbox
+
+    @property
+    def first_node(self) -> str:
+        return next(iter(self.nodes))
+
+    @property
+    def first_backend(self) -> Backend:
+        return self.nodes[self.first_node]
+
+    @property
+    def server_name(self) -> str:
+        label = TOPOLOGIES[self.topology].label
+        return f"{label} {self.version} ({', '.join(self.nodes)})"
+
+    def node_server_name(self, node: str) -> str:
+        return self.nodes[node].server_name
+
+    async def connect_session(self, name: str) -> SessionConnection:
+        return await self.first_backend.connect_session(name)
+
+    async def connect_monitor(self) -> MonitorConnection:
+        return await self.first_backend.connect_monitor()
+
+    async def run_admin(self, sqls: list[str]) -> None:
+        await self.first_backend.run_admin(sqls)
+        await self.hooks.after_admin(self)
+
+    async def reset_sandbox(self) -> None:
+        await self.first_backend.reset_sandbox()
+        await self.hooks.after_admin(self)
+
+    async def drop_sandbox(self) -> None:
+        await self.first_backend.drop_sandbox()
+
+
+async def open_cluster(cluster: Cluster) -> ClusterBackend:
+    """Open an ordinary backend on every node (first node first: it creates the sandbox)."""
+    topo = TOPOLOGIES[cluster.topology]
+    hooks = load(topo.hooks)() if topo.hooks else ClusterHooks()
+    nodes: dict[str, Backend] = {}
+    for index, (name, target) in enumerate(cluster.nodes.items()):
+        nodes[name] = await hooks.open_node(name, target, index == 0)
+    backend = ClusterBackend(cluster, nodes, hooks)
+    await hooks.after_admin(backend)
+    return backend
