@@ -73,7 +73,7 @@ async def test_replay_gate_waits_for_replay_and_reports_a_stuck_replay(pg_standb
     from lockrace.backends.pg_replication import ReplayGate
 
     pair = pg_standby_pair
-    gate = await ReplayGate(pair.primary_conninfo(), pair.standby_conninfo()).open()
+    gate = await ReplayGate.connect(pair.primary_conninfo(), pair.standby_conninfo())
     primary = await psycopg.AsyncConnection.connect(pair.primary_conninfo(), autocommit=True)
     reader = await psycopg.AsyncConnection.connect(pair.standby_conninfo(), autocommit=True)
     try:

@@ -38,6 +38,18 @@ class ClusterHooks:
     async def after_admin(self, cluster: "ClusterBackend") -> None:
         """Setup/teardown ran on the first node: wait until every node has it."""
 
+    async def before_statement(self, cluster: "ClusterBackend", node: str, monitors: dict[str, MonitorConnection],
+                               sql: str, name_of=None) -> "str | StatementResult | None":
+        """A session on ``node`` is about to run ``sql`` (e.g. wait until that node
+        has replayed what other nodes did).  A str is a note to show; a
+        StatementResult refuses the statement (it is not run).  ``name_of(ident,
+        node)`` names a backend as the race does."""
+        return None
+
+    async def after_statement(self, cluster: "ClusterBackend", node: str, monitors: dict[str, MonitorConnection],
+                              result: StatementResult) -> None:
+        """A statement on ``node`` finished (e.g. send its WAL to the other nodes now)."""
+
     def blocker_name(self, node: str, ident: int) -> str | None:
         """A name for a blocker that is none of the race's sessions (e.g. a replication applier)."""
         return None

@@ -69,30 +69,36 @@ class ReplayState:
 
 
 class ReplayGate:
-    """One connection to the primary and one to the standby, for syncs."""
+    """Syncs over one connection to the primary and one to the standby
+    (autocommit AsyncConnections: a race's own monitor connections, or its own
+    from ``connect``)."""
 
-    def __init__(self, primary_conninfo: str, standby_conninfo: str):
-        self.primary_conninfo = primary_conninfo
-        self.standby_conninfo = standby_conninfo
-        self.primary: psycopg.AsyncConnection | None = None
-        self.standby: psycopg.AsyncConnection | None = None
+    def __init__(self, primary: psycopg.AsyncConnection, standby: psycopg.AsyncConnection, owned: bool = False):
+        self.primary = primary
+        self.standby = standby
+        self.owned = owned
+        self.can_emit: bool | None = None
 
-    async def open(self) -> "ReplayGate":
+    @classmethod
+    async def connect(cls, primary_conninfo: str, standby_conninfo: str) -> "ReplayGate":
         kwargs = {"autocommit": True, "connect_timeout": 5, "application_name": "lockrace replication"}
-        self.primary = await psycopg.AsyncConnection.connect(self.primary_conninfo, **kwargs)
+        primary = await psycopg.AsyncConnection.connect(primary_conninfo, **kwargs)
         try:
-            self.standby = await psycopg.AsyncConnection.connect(self.standby_conninfo, **kwargs)
+            standby = await psycopg.AsyncConnection.connect(standby_conninfo, **kwargs)
         except BaseException:
-            await self.primary.close()
+            await primary.close()
             raise
-        return self
+        return cls(primary, standby, owned=True)
 
     async def flush(self) -> int:
         """Flush the primary's WAL; returns the position a standby must replay to."""
-        assert self.primary is not None
-        if self.primary.info.server_version >= 170000:
-            await self.primary.execute(_FLUSH_17)
-        else:
+        if self.primary.info.server_version >= 170000 and self.can_emit is not False:
+            try:
+                await self.primary.execute(_FLUSH_17)
+                self.can_emit = True
+            except psycopg.errors.InsufficientPrivilege:
+                self.can_emit = False  # a user without the right to it: an empty synchronous commit does the same
+        if self.primary.info.server_version < 170000 or self.can_emit is False:
             async with self.primary.transaction():
                 await self.primary.execute("SET LOCAL synchronous_commit = on")
                 await self.primary.execute("SELECT pg_current_xact_id()")
@@ -103,7 +109,6 @@ class ReplayGate:
         return insert
 
     async def state(self, target: int) -> ReplayState:
-        assert self.standby is not None
         cur = await self.standby.execute(_REPLAY_SQL)
         row = await cur.fetchone()
         if row is None:  # no startup process: not (or no longer) a standby
@@ -140,10 +145,11 @@ class ReplayGate:
             await asyncio.sleep(0.003)
 
     async def close(self) -> None:
+        """Close the connections if this gate opened them."""
+        if not self.owned:
+            return
         for conn in (self.primary, self.standby):
-            if conn is not None:
-                try:
-                    await conn.close()
-                except psycopg.Error:
-                    pass
-        self.primary = self.standby = None
+            try:
+                await conn.close()
+            except psycopg.Error:
+                pass

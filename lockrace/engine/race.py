@@ -240,10 +240,13 @@ class Race:
         return stmt.result
 
     async def _execute(self, session: Session, stmt: RunningStatement) -> None:
+        refused = await self._before(session, stmt.sql) if self.nodes is not None else None
         self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget, node=session.node))
         self._wake.set()
         try:
-            if session.conn.closed:
+            if refused is not None:
+                result = refused
+            elif session.conn.closed:
                 result = StatementResult("connection_lost", message="the connection is closed; reconnect first")
             else:
                 result = await session.conn.execute(stmt.sql)
@@ -274,12 +277,36 @@ class Race:
         stmt.result = result
         session.last = result
         self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result, node=session.node))
+        if self.nodes is not None and refused is None:
+            await self._after(session, result)
         # The session stays busy until its state is read back: one connection,
         # one request at a time (PyMySQL connections are not thread-safe).
         await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
+
+    async def _before(self, session: Session, sql: str) -> StatementResult | None:
+        """Cluster races: the topology's preparation for a statement on this node
+        (a hot standby first replays what the primary did); a note it returns is
+        shown, a result it returns refuses the statement."""
+        try:
+            said = await asyncio.wait_for(
+                self.backend.hooks.before_statement(self.backend, session.node, self.monitors, sql, self.name_of), 10)
+        except (asyncio.TimeoutError, Exception) as exc:
+            said = f"could not prepare {session.node}: {exc or type(exc).__name__}"
+        if isinstance(said, StatementResult):
+            return said
+        if said:
+            self.emit(ServerNote(session.name, perf_counter_ns(), said, node=session.node))
+        return None
+
+    async def _after(self, session: Session, result: StatementResult) -> None:
+        try:
+            await asyncio.wait_for(self.backend.hooks.after_statement(self.backend, session.node, self.monitors, result), 5)
+        except (asyncio.TimeoutError, Exception) as exc:
+            self.emit(ServerNote(session.name, perf_counter_ns(), f"after the statement on {session.node}: {exc}",
+                                 "warning", node=session.node))
 
     async def _refine(self, session: Session, sql: str, result: StatementResult) -> None:
         """Cluster races: let the topology tell a cluster failure from an ordinary one,

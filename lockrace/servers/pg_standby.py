@@ -251,3 +251,29 @@ def parse_pair_dsn(text: str) -> tuple[str, str]:
         raise ValueError("give the primary and the standby as two DSNs separated by a comma:"
                          " PRIMARY_DSN,STANDBY_DSN")
     return parts[0].strip(), parts[1].strip()
+
+
+def start_standby():
+    """A private primary + hot standby as a ``Cluster`` (nodes ``primary`` and
+    ``standby``); blocking.  Stops whatever it started if it fails."""
+    from .cluster import Cluster
+    from .target import DEFAULT_SANDBOX, Target
+
+    pair = StandbyPair().start()
+    assert pair.primary is not None and pair.standby is not None
+    nodes = {
+        "primary": Target("postgres", "embedded", conninfo=pair.primary_conninfo(), sandbox=DEFAULT_SANDBOX,
+                          server=pair.primary),
+        "standby": Target("postgres", "embedded", conninfo=pair.standby_conninfo(), sandbox=DEFAULT_SANDBOX,
+                          server=pair.standby),
+    }
+    details = {
+        "primary": str(pair.primary.socket_dir),
+        "standby": str(pair.standby.socket_dir),
+        "replication": f"streaming from slot {SLOT_NAME} (pg_basebackup -R)",
+        "max_standby_streaming_delay": STANDBY_SETTINGS["max_standby_streaming_delay"],
+        "hot_standby_feedback": STANDBY_SETTINGS["hot_standby_feedback"],
+        **{k: f"{v:.3f} s" for k, v in pair.timings.items()},
+    }
+    return Cluster("postgres-standby", "private", nodes, stoppers=[pair.stop],
+                   startup_s=pair.timings["total_s"], details=details)

@@ -1,0 +1,86 @@
+"""The ``postgres-standby`` topology's hooks: a PostgreSQL primary and a hot standby.
+
+Each node is an ordinary PostgresBackend (the standby's is read-only: it
+creates nothing, the sandbox reaches it by replication).  What the topology
+adds, all asked of the servers' own views (see pg_replication.py):
+
+* after every statement on the primary, its WAL is flushed, so that the
+  standby receives it now, as it would on a busy primary (an ACCESS EXCLUSIVE
+  lock of a transaction that has not committed is otherwise sent only with
+  the next commit);
+* before every statement on the standby, lockrace waits until the standby has
+  replayed what the primary wrote -- unless replay is itself stuck on a
+  recovery conflict, which is then shown as a note ("replay on the standby
+  waits for B ...") and left to PostgreSQL (max_standby_streaming_delay);
+* setup and teardown (on the primary) are waited for on the standby too;
+* ALTER SYSTEM is refused on a pair lockrace did not start (it would change
+  that server's configuration).
+
+A standby session blocked by a replayed lock is reported blocked by "the
+startup process (replay)": the monitor names non-session blockers from
+``pg_stat_activity.backend_type`` (backends/postgres.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..engine.events import StatementResult
+from .cluster import ClusterBackend, ClusterHooks
+from .pg_replication import ReplayGate
+
+_ALTER_SYSTEM = re.compile(r"^\s*ALTER\s+SYSTEM\b", re.IGNORECASE | re.MULTILINE)
+
+
+class StandbyHooks(ClusterHooks):
+    def __init__(self) -> None:
+        self.gates: dict[int, ReplayGate] = {}  # per set of monitor connections (one per race)
+
+    def gate(self, monitors) -> ReplayGate | None:
+        primary, standby = monitors.get("primary"), monitors.get("standby")
+        if primary is None or standby is None:
+            return None
+        key = id(primary.conn)
+        gate = self.gates.get(key)
+        if gate is None or gate.primary is not primary.conn or gate.standby is not standby.conn:
+            if len(self.gates) > 16:
+                self.gates.clear()
+            gate = self.gates[key] = ReplayGate(primary.conn, standby.conn)
+        return gate
+
+    async def after_admin(self, cluster: ClusterBackend) -> None:
+        nodes = cluster.cluster.nodes
+        gate = await ReplayGate.connect(nodes["primary"].conninfo, nodes["standby"].conninfo)
+        try:
+            state = await gate.sync(timeout=10.0)
+        finally:
+            await gate.close()
+        if not state.replayed and not state.waiting_for:
+            raise RuntimeError(state.describe())
+
+    async def before_statement(self, cluster: ClusterBackend, node: str, monitors, sql: str,
+                               name_of=None) -> str | StatementResult | None:
+        if _ALTER_SYSTEM.search(sql) and not cluster.cluster.owned:
+            return StatementResult(
+                "error", message="lockrace does not run ALTER SYSTEM on a server it did not start;"
+                                 " this needs lockrace's own primary + standby (no --standby)")
+        if node != "standby":
+            return None
+        gate = self.gate(monitors)
+        if gate is None:
+            return None
+        state = await gate.sync()
+        if state.replayed:
+            return None
+        return state.describe(lambda pid: name_of(pid, "standby") if name_of else f"pid {pid}")
+
+    async def after_statement(self, cluster: ClusterBackend, node: str, monitors, result: StatementResult) -> None:
+        if node != "primary" or result.outcome == "connection_lost":
+            return
+        gate = self.gate(monitors)
+        if gate is not None:
+            await gate.flush()
+
+
+def hooks() -> StandbyHooks:
+    return StandbyHooks()
