@@ -63,7 +63,8 @@ def engine(request):
 @pytest.fixture
 def backend(request, engine):
     """The backend for ``engine`` (parametrize tests over both with ``engine``)."""
-    return request.getfixturevalue("pg_backend" if engine == "postgres" else "mysql_backend")
+    fixtures = {"postgres": "pg_backend", "mysql": "mysql_backend", "postgres-standby": "pg_standby_backend"}
+    return request.getfixturevalue(fixtures.get(engine, "mysql_backend"))
 
 
 @pytest.fixture
@@ -109,12 +110,28 @@ async def own_server(own_server_module):
 @pytest.fixture(scope="session")
 def pg_standby_pair():
     """A private PostgreSQL primary + hot standby for the whole test session
-    (both from the embedded PostgreSQL install), stopped and removed at the end."""
+    (both from the embedded PostgreSQL install); at the end both are stopped,
+    and no process of theirs nor their temp dirs may remain."""
+    from pathlib import Path
+
     from lockrace.servers.pg_standby import StandbyPair
 
     try:
         pair = StandbyPair().start()
     except ServerStartError as exc:
         _unavailable("PostgreSQL primary + hot standby", exc)
+    dirs = [pair.primary.dir, pair.standby.dir]
+    pids = [pair.primary.proc.pid, pair.standby.proc.pid]
     yield pair
     pair.stop()
+    left = [str(d) for d in dirs if Path(d).exists()]
+    alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+    assert not left and not alive, f"the standby pair left temp dirs {left} / processes {alive}"
+
+
+@pytest.fixture(scope="session")
+async def pg_standby_backend(pg_standby_pair):
+    """The pair as a postgres-standby cluster backend (nodes primary, standby)."""
+    from lockrace.servers.pg_standby import start_standby
+
+    return await open_backend(start_standby(pg_standby_pair))

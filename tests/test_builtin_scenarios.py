@@ -20,7 +20,9 @@ def test_library_is_not_empty():
 @pytest.mark.parametrize("path,engine", CASES, ids=[f"{p.stem}-{e}" for p, e in CASES])
 async def test_builtin_scenario_verifies(path, engine, backend):
     scenario = load(path)
-    race = await Race(backend, scenario.session_names()).open()
+    topology = getattr(backend, "topology", None)  # a cluster: sessions sit on the scenario's nodes
+    placement = scenario.placement(topology) if topology else None
+    race = await Race(backend, scenario.session_names(), placement=placement).open()
     try:
         runner = ScenarioRunner(race, scenario, step_timeout=15)
         report = await runner.run()

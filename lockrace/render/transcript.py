@@ -81,6 +81,8 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
         if res.outcome == "skipped":
             whose = f" locked by {', '.join(res.skipped_from)}" if res.skipped_from else ""
             word = f"skipped {res.skipped_rows} row{'s' if res.skipped_rows != 1 else ''}{whose}"
+        if res.outcome == "recovery_conflict" and res.detail:
+            word += f" ({res.detail.rstrip('.')})"  # the server's reason: a lock, a snapshot, ...
         if res.conflict:
             word += f" ({res.conflict}{f' on {res.node}' if res.node else ''})"
         notes.append(f"{word} after {ms(res.elapsed_ns)}")

@@ -253,13 +253,14 @@ def parse_pair_dsn(text: str) -> tuple[str, str]:
     return parts[0].strip(), parts[1].strip()
 
 
-def start_standby():
+def start_standby(pair: StandbyPair | None = None):
     """A private primary + hot standby as a ``Cluster`` (nodes ``primary`` and
-    ``standby``); blocking.  Stops whatever it started if it fails."""
+    ``standby``); blocking.  Stops whatever it started if it fails.  ``pair``:
+    wrap a pair that is already running instead (the Cluster then stops it too)."""
     from .cluster import Cluster
     from .target import DEFAULT_SANDBOX, Target
 
-    pair = StandbyPair().start()
+    pair = pair or StandbyPair().start()
     assert pair.primary is not None and pair.standby is not None
     nodes = {
         "primary": Target("postgres", "embedded", conninfo=pair.primary_conninfo(), sandbox=DEFAULT_SANDBOX,
