@@ -102,3 +102,34 @@ async def test_replay_gate_waits_for_replay_and_reports_a_stuck_replay(pg_standb
         # once the reader is gone, replay goes on
         assert (await gate.sync()).replayed
         await gate.close()
+
+
+def _auto_conf(pair) -> list:
+    with psycopg.connect(pair.standby_conninfo()) as conn:
+        return conn.execute("SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%%auto.conf'"
+                            " ORDER BY seqno").fetchall()
+
+
+async def test_settings_changes_refused_on_a_pair_given_by_dsns(pg_standby_pair, monkeypatch):
+    from lockrace.servers.cluster import cluster_target
+
+    pair = pg_standby_pair
+    monkeypatch.setenv("LOCKRACE_SANDBOX", "stdby_refuse")
+    uris = ",".join(f"postgresql://postgres@/postgres?host={d}" for d in (pair.primary.socket_dir, pair.standby.socket_dir))
+    cluster = cluster_target("postgres-standby", uris)
+    assert cluster.origin == "DSN" and not cluster.owned
+    backend = await open_backend(cluster)
+    race = await Race(backend, ["A", "C"], placement={"A": "primary", "C": "standby"}).open()
+    before = _auto_conf(pair)
+    try:
+        for session in ("A", "C"):
+            res = await race.run(session, "ALTER SYSTEM SET hot_standby_feedback = on")
+            assert res.outcome == "error"
+            assert res.message.startswith("lockrace does not change the settings of a server it did not start")
+        res = await race.run("C", "SELECT pg_reload_conf()")
+        assert res.outcome == "error"
+        assert _auto_conf(pair) == before  # nothing was written to postgresql.auto.conf
+        assert (await race.run("C", "SELECT 1")).outcome == "ok"
+    finally:
+        await race.close()
+        await backend.drop_sandbox()

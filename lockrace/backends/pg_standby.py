@@ -13,8 +13,8 @@ adds, all asked of the servers' own views (see pg_replication.py):
   recovery conflict, which is then shown as a note ("replay on the standby
   waits for B ...") and left to PostgreSQL (max_standby_streaming_delay);
 * setup and teardown (on the primary) are waited for on the standby too;
-* ALTER SYSTEM is refused on a pair lockrace did not start (it would change
-  that server's configuration).
+* ALTER SYSTEM and pg_reload_conf() are refused on a pair lockrace did not
+  start (they would change that server's configuration).
 
 A standby session blocked by a replayed lock is reported blocked by "the
 startup process (replay)": the monitor names non-session blockers from
@@ -29,7 +29,7 @@ from ..engine.events import StatementResult
 from .cluster import ClusterBackend, ClusterHooks
 from .pg_replication import ReplayGate
 
-_ALTER_SYSTEM = re.compile(r"^\s*ALTER\s+SYSTEM\b", re.IGNORECASE | re.MULTILINE)
+_SETTINGS_SQL = re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(", re.IGNORECASE)
 
 
 class StandbyHooks(ClusterHooks):
@@ -60,10 +60,10 @@ class StandbyHooks(ClusterHooks):
 
     async def before_statement(self, cluster: ClusterBackend, node: str, monitors, sql: str,
                                name_of=None) -> str | StatementResult | None:
-        if _ALTER_SYSTEM.search(sql) and not cluster.cluster.owned:
+        if _SETTINGS_SQL.search(sql) and not cluster.cluster.owned:
             return StatementResult(
-                "error", message="lockrace does not run ALTER SYSTEM on a server it did not start;"
-                                 " this needs lockrace's own primary + standby (no --standby)")
+                "error", message="lockrace does not change the settings of a server it did not start"
+                                 " (ALTER SYSTEM, pg_reload_conf); this needs lockrace's own primary + standby")
         if node != "standby":
             return None
         gate = self.gate(monitors)

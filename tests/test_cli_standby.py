@@ -1,0 +1,73 @@
+"""``lockrace run`` on a PostgreSQL primary + hot standby: lockrace's own pair
+(started and removed by the run, also when the run is interrupted), and a
+pair given by DSNs (only the sandbox schema is used, and settings are never
+changed there)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import psycopg
+from faults.cli import LiveRun, lockrace_env, processes_mentioning, run_lockrace, server_tmp  # noqa: F401
+
+
+def _postmaster_pids(tmp: Path) -> list[int]:
+    return [int(p.read_text().split()[0]) for p in tmp.glob("lockrace-pg-*/data/postmaster.pid")]
+
+
+def test_run_on_own_pair_leaves_nothing(server_tmp):
+    res = run_lockrace(["run", "pg-standby-lock-replayed"], lockrace_env(server_tmp), timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "-- D is blocked by the startup process (replay) on table accounts AccessShareLock" in res.stdout
+    assert "Verified against PostgreSQL primary + hot standby 18.6 (primary, standby) (private)" in res.stdout
+    assert list(server_tmp.iterdir()) == [], "temp dirs left behind"
+    assert processes_mentioning(str(server_tmp)) == []
+
+
+def test_run_interrupted_while_replay_waits(server_tmp):
+    live = LiveRun(["run", "pg-standby-recovery-conflict"], lockrace_env(server_tmp))
+    try:
+        # D queues behind replay, which waits up to 1 s for C: interrupt then
+        assert live.wait_for_line("-- D is blocked by the startup process (replay)", 60), live.stdout + live.stderr
+        pids = _postmaster_pids(server_tmp)
+        assert len(pids) == 2, list(server_tmp.iterdir())
+        t0 = time.monotonic()
+        live.proc.send_signal(signal.SIGTERM)
+        code = live.finish(15)
+        took = time.monotonic() - t0
+    finally:
+        live.kill()
+    assert code == 130, (code, live.stdout, live.stderr)
+    assert took < 5.0
+    assert live.stderr.strip().splitlines() == ["lockrace: interrupted; statements cancelled, servers stopped"]
+    assert list(server_tmp.iterdir()) == [], "temp dirs left behind"
+    assert processes_mentioning(str(server_tmp)) == []
+    assert not [p for p in pids if Path(f"/proc/{p}").exists()], "primary or standby still running"
+
+
+def _uri(socket_dir: Path) -> str:
+    return f"postgresql://postgres@/postgres?host={socket_dir}"
+
+
+def test_run_on_a_pair_given_by_dsns(pg_standby_pair, tmp_path):
+    pair = pg_standby_pair
+    dsns = f"{_uri(pair.primary.socket_dir)},{_uri(pair.standby.socket_dir)}"
+    env = lockrace_env(tmp_path, LOCKRACE_SANDBOX="stdby_dsn")
+    res = run_lockrace(["run", "pg-standby-lock-replayed", "--standby", dsns], env, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "(DSN)" in res.stdout and "blocked by the startup process (replay)" in res.stdout
+    with psycopg.connect(pair.primary_conninfo()) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'stdby_dsn'").fetchone()[0] == 0
+
+    # a scenario that changes server settings is refused on someone else's servers, before it runs
+    with psycopg.connect(pair.standby_conninfo()) as conn:
+        before = conn.execute("SELECT setting, source FROM pg_settings WHERE name = 'hot_standby_feedback'").fetchone()
+    res = run_lockrace(["run", "pg-standby-hot-standby-feedback", "--standby", dsns], env, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip() == ("lockrace: pg-standby-hot-standby-feedback changes server settings (ALTER SYSTEM):"
+                                  " it runs only on the servers lockrace starts itself, not on a server given by DSN")
+    with psycopg.connect(pair.standby_conninfo()) as conn:
+        after = conn.execute("SELECT setting, source FROM pg_settings WHERE name = 'hot_standby_feedback'").fetchone()
+    assert after == before
