@@ -153,9 +153,15 @@ def test_idle_transaction_holding_up_replay_loses_its_connection(nodes):
 
 
 def _set_feedback(monitor, pair, on: bool):
-    monitor.execute(f"ALTER SYSTEM SET hot_standby_feedback = {'on' if on else 'off'}")
+    if on:
+        monitor.execute("ALTER SYSTEM SET hot_standby_feedback = on")
+    else:
+        monitor.execute("ALTER SYSTEM RESET hot_standby_feedback")
     monitor.execute("SELECT pg_reload_conf()")
     _until(lambda: monitor.execute("SHOW hot_standby_feedback").fetchone()[0] == ("on" if on else "off"))
+    # the primary hears of it: the slot's xmin is set (feedback on) or cleared (off)
+    with _connect(pair.primary_conninfo()) as primary:
+        _until(lambda: primary.execute("SELECT (xmin IS NOT NULL) = %s FROM pg_replication_slots", [on]).fetchone()[0])
 
 
 def test_hot_standby_feedback_decides_the_vacuum_conflict(nodes, pg_standby_pair):
@@ -184,7 +190,6 @@ def test_hot_standby_feedback_decides_the_vacuum_conflict(nodes, pg_standby_pair
         standby2 = _connect(pair.standby_conninfo())
         standby2.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         assert standby2.execute("SELECT count(*) FROM lessons").fetchone()[0] == 100
-        _until(lambda: primary.execute("SELECT xmin IS NOT NULL FROM pg_replication_slots").fetchone()[0])
         primary.execute("DELETE FROM lessons WHERE id > 50")
         primary.execute("VACUUM lessons")
         wait_replayed(pair.primary_conninfo(), pair.standby_conninfo())
