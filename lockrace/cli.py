@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "default: all that apply to the engine)")
     bench.add_argument("--overhead", action="store_true",
                        help="instead: NOWAIT and lock_timeout through the engine vs the raw driver")
+    bench.add_argument("--cluster", choices=("galera", "postgres-standby"),
+                       help="instead: time starting and stopping a private cluster (--runs times, default 30)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _server_flags(bench)
     return parser
@@ -119,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list(args)
         if args.command == "run":
             return asyncio.run(cmd_run(args))
+        if args.command == "bench" and args.cluster:
+            from .lab.cluster_startup import cmd_cluster_bench
+
+            return cmd_cluster_bench(args.cluster, args.runs, args.json)
         if args.command == "bench":
             from .lab.cli import cmd_bench
 

@@ -46,6 +46,24 @@ def mysql_server():
 
 
 @pytest.fixture(scope="session")
+def galera_cluster():
+    """A private 2-node MariaDB Galera cluster (or LOCKRACE_GALERA_DSNS), once per session."""
+    from lockrace.servers.cluster import cluster_target
+
+    try:
+        cluster = cluster_target("galera", None)
+    except ServerStartError as exc:
+        _unavailable("MariaDB Galera", exc)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+async def galera_backend(galera_cluster):
+    return await open_backend(galera_cluster)
+
+
+@pytest.fixture(scope="session")
 async def pg_backend(pg_server):
     return await open_backend(pg_server)
 
@@ -62,9 +80,10 @@ def engine(request):
 
 @pytest.fixture
 def backend(request, engine):
-    """The backend for ``engine`` (parametrize tests over both with ``engine``)."""
-    fixtures = {"postgres": "pg_backend", "mysql": "mysql_backend", "postgres-standby": "pg_standby_backend"}
-    return request.getfixturevalue(fixtures.get(engine, "mysql_backend"))
+    """The backend for ``engine`` (parametrize tests over both with ``engine``; cluster engines too)."""
+    fixture = {"postgres": "pg_backend", "mysql": "mysql_backend", "galera": "galera_backend",
+               "postgres-standby": "pg_standby_backend"}[engine]
+    return request.getfixturevalue(fixture)
 
 
 @pytest.fixture
@@ -72,9 +91,9 @@ async def make_race():
     """make_race(backend, names=...) -> an open Race, closed after the test."""
     races: list[Race] = []
 
-    async def factory(backend, names=("A", "B", "C", "D")):
+    async def factory(backend, names=("A", "B", "C", "D"), placement=None):
         await backend.reset_sandbox()
-        race = await Race(backend, names).open()
+        race = await Race(backend, names, placement=placement).open()
         races.append(race)
         return race
 

@@ -35,6 +35,12 @@ class ClusterHooks:
         """A statement on ``node`` failed: change ``result.outcome`` (and ``result.conflict``)
         when the node says the failure is a cluster one.  Runs before listeners hear of it."""
 
+    async def waits(self, cluster: "ClusterBackend", node: str, monitor: MonitorConnection, idents: list[int],
+                    reports: dict) -> dict:
+        """Add waits the node's lock views do not list (e.g. a Galera read waiting for its node to
+        catch up, a standby query waiting for replay); ``reports`` maps ident -> WaitReport."""
+        return reports
+
     async def after_admin(self, cluster: "ClusterBackend") -> None:
         """Setup/teardown ran on the first node: wait until every node has it."""
 

@@ -61,10 +61,11 @@ def _error_parts(exc: Exception) -> tuple[int | None, str]:
 
 
 class MySQLSession(SessionConnection):
-    def __init__(self, conn: _Connection, name: str, flavor: str):
+    def __init__(self, conn: _Connection, name: str, flavor: str, budget_prefix: str = ""):
         self.conn = conn
         self.name = name
         self.flavor = flavor
+        self.budget_prefix = budget_prefix  # Galera: reading budgets must not wait for wsrep_sync_wait
         self.ident = conn.thread_id()
         self._closed = False
 
@@ -142,7 +143,7 @@ class MySQLSession(SessionConnection):
             ilwt, lwt, met = cur.fetchone()
             return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
                     Budget("max_execution_time", float(met)))
-        cur.execute("SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_statement_time")
+        cur.execute(self.budget_prefix + "SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_statement_time")
         ilwt, lwt, mst = cur.fetchone()
         return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
                 Budget("max_statement_time", float(mst) * 1000))
@@ -385,6 +386,7 @@ class MySQLBackend(Backend):
         self.flavor = "mariadb"
         self.version = ""
         self.has_mdl_info = False
+        self.budget_prefix = ""  # set by a cluster topology (backends/galera.py)
 
     def _connect_sync(self, database: str | None) -> _Connection:
         kwargs = dict(self.target.mysql_kwargs)
@@ -426,7 +428,7 @@ class MySQLBackend(Backend):
         return self
 
     async def connect_session(self, name: str) -> MySQLSession:
-        return MySQLSession(await self._connect(), name, self.flavor)
+        return MySQLSession(await self._connect(), name, self.flavor, self.budget_prefix)
 
     async def connect_monitor(self) -> MySQLMonitor:
         return MySQLMonitor(await self._connect(), self.flavor, self.sandbox, self.has_mdl_info)

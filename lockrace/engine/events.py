@@ -35,7 +35,9 @@ class LockInfo:
         parts = [what]
         if self.detail:
             parts.append(f"({self.detail})")
-        if self.kind == "metadata":
+        if self.kind == "replication":  # clusters: waiting for this node to apply or replay
+            parts = [self.detail or "replication"]
+        elif self.kind == "metadata":
             parts = [f"metadata lock on {self.relation or 'a table'}"]
         elif self.kind == "relation":
             parts = [f"table {self.relation}"]

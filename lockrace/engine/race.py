@@ -432,7 +432,11 @@ class Race:
         monitor = self.monitors.get(node, self.monitor)
         if monitor is None:
             return {}
-        return await monitor.waits([s.ident for s in sessions])
+        idents = [s.ident for s in sessions]
+        reports = await monitor.waits(idents)
+        if self.nodes is not None:
+            reports = await self.backend.hooks.waits(self.backend, node, monitor, idents, reports)
+        return reports
 
     async def poll_waits(self) -> None:
         """Ask the server (every node of a cluster) now who waits on whom, and emit what changed."""

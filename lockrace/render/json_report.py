@@ -34,6 +34,8 @@ def report_dict(report: RunReport, origin: str = "") -> dict:
                 "skipped_from": list(res.skipped_from),
                 "txn_after": rec.txn_after,
             })
+            if res.node:  # cluster runs: where the statement ran, and why a cluster failure happened
+                item.update({"node": res.node, "conflict": res.conflict or None})
         steps.append(item)
     return {
         "scenario": report.scenario.name,

@@ -1,0 +1,122 @@
+"""What MariaDB Galera adds to its nodes' ordinary MariaDB backends.
+
+* ``refine``: Galera answers 1213 ("Deadlock found when trying to get lock")
+  both for an InnoDB deadlock and for a transaction that lost replication
+  certification or was brute-force aborted by a replicated write.  The node's
+  own counters tell them apart: each node's monitor remembers
+  ``wsrep_local_cert_failures`` and ``wsrep_local_bf_aborts`` and a 1213 on
+  that node compares them afresh (outcome.galera_conflict).
+* ``after_admin``: setup ran on node1; wait until every node has applied as
+  much as node1 committed (``wsrep_last_committed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..engine.events import LockInfo, StatementResult
+from ..engine.outcome import GALERA_COUNTERS, galera_conflict
+from .base import MonitorConnection, WaitReport
+from .cluster import ClusterBackend, ClusterHooks
+
+_COUNTERS_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ("
+                 + ", ".join(f"'{c}'" for c in GALERA_COUNTERS) + ")")
+CATCH_UP_S = 10.0
+
+
+async def read_counters(monitor) -> dict[str, int]:
+    rows = await monitor._query(_COUNTERS_SQL)
+    return {str(k).lower(): int(v) for k, v in rows}
+
+
+async def status(backend, names: tuple[str, ...]) -> dict[str, str]:
+    """A few wsrep status values of one node, on a short-lived connection."""
+    conn = await backend._connect(None)
+
+    def work():
+        cur = conn.cursor()
+        cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
+        return {str(k).lower(): str(v) for k, v in cur.fetchall()}
+
+    try:
+        return await asyncio.to_thread(work)
+    finally:
+        await asyncio.to_thread(conn.close)
+
+
+class GaleraHooks(ClusterHooks):
+    async def open_node(self, node: str, target, first: bool):
+        backend = await super().open_node(node, target, first)
+        # lockrace reads a session's budgets back after each SET: under the session's own
+        # wsrep_sync_wait that read would wait for the node to catch up, like the user's reads
+        backend.budget_prefix = "SET STATEMENT wsrep_sync_wait = 0 FOR "
+        return backend
+
+    async def node_opened(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection) -> None:
+        monitor.galera_seen = await read_counters(monitor)
+
+    async def refine(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection,
+                     result: StatementResult, sql: str) -> None:
+        if result.code != "1213":
+            return
+        before = getattr(monitor, "galera_seen", None)
+        now = await read_counters(monitor)
+        monitor.galera_seen = now  # each cluster failure is counted for one 1213 only
+        if before is None:
+            return
+        why = galera_conflict(1213, before, now)
+        if why:
+            result.outcome = "certification_conflict"
+            result.conflict = why
+
+    async def waits(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection, idents: list[int],
+                    reports: dict) -> dict:
+        """A read under wsrep_sync_wait waits, before it starts executing, until its node has
+        applied every write the cluster committed before it.  InnoDB's lock views do not show
+        that wait; the node does: the statement sits in state 'starting' while the node is not
+        Synced (e.g. paused by FLUSH TABLES WITH READ LOCK), and whoever holds that node's
+        backup lock (FTWRL) is what holds it up."""
+        missing = [int(i) for i in idents if i not in reports]
+        if not missing:
+            return reports
+        ids = ",".join(str(i) for i in missing)
+        rows = await monitor._query(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({ids})"
+                                    " AND COMMAND = 'Query' AND STATE = 'starting'")
+        if not rows:
+            return reports
+        state = dict(await monitor._query("SHOW GLOBAL STATUS WHERE Variable_name = 'wsrep_local_state_comment'"))
+        comment = next(iter(state.values()), "")
+        if comment == "Synced":
+            return reports
+        holders: tuple[int, ...] = ()
+        if getattr(monitor, "has_mdl_info", False):
+            found = await monitor._query("SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO"
+                                         " WHERE LOCK_MODE LIKE 'MDL_BACKUP_FTWRL%'")
+            holders = tuple(sorted(int(r[0]) for r in found))
+        lock = LockInfo("replication", "", "", f"{node} to catch up with the cluster (wsrep_sync_wait; {node} is {comment})")
+        out = dict(reports)
+        for (ident,) in rows:
+            out[int(ident)] = WaitReport(int(ident), holders, lock)
+        return out
+
+    async def after_admin(self, cluster: ClusterBackend) -> None:
+        first = cluster.first_backend
+        target = int((await status(first, ("wsrep_last_committed",))).get("wsrep_last_committed", "0"))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CATCH_UP_S
+        for node, backend in cluster.nodes.items():
+            if backend is first:
+                continue
+            while True:
+                got = await status(backend, ("wsrep_last_committed", "wsrep_ready"))
+                if int(got.get("wsrep_last_committed", "0")) >= target:
+                    break
+                if loop.time() > deadline:
+                    raise RuntimeError(f"{node} did not apply node1's setup within {CATCH_UP_S:g} s"
+                                       f" (wsrep_last_committed {got.get('wsrep_last_committed')} of {target},"
+                                       f" wsrep_ready {got.get('wsrep_ready')})")
+                await asyncio.sleep(0.01)
+
+
+def hooks() -> GaleraHooks:
+    return GaleraHooks()
