@@ -71,3 +71,48 @@ def test_run_on_a_pair_given_by_dsns(pg_standby_pair, tmp_path):
     with psycopg.connect(pair.standby_conninfo()) as conn:
         after = conn.execute("SELECT setting, source FROM pg_settings WHERE name = 'hot_standby_feedback'").fetchone()
     assert after == before
+
+
+def test_run_interrupted_while_the_standby_is_made(server_tmp):
+    """SIGTERM while the standby is being made (base backup or start): the
+    start finishes in its thread, then both servers are stopped and removed."""
+    live = LiveRun(["run", "pg-standby-lock-replayed"], lockrace_env(server_tmp))
+    try:
+        deadline = time.monotonic() + 30
+        while not any(p.name.startswith("lockrace-pg-standby-") for p in server_tmp.iterdir()):
+            assert time.monotonic() < deadline, "the standby never began to be made"
+            time.sleep(0.005)
+        live.proc.send_signal(signal.SIGTERM)
+        code = live.finish(30)
+    finally:
+        live.kill()
+    assert code == 130, (code, live.stdout, live.stderr)
+    assert "Traceback" not in live.stderr + live.stdout, live.stderr
+    assert list(server_tmp.iterdir()) == [], "temp dirs left behind"
+    assert processes_mentioning(str(server_tmp)) == []
+
+
+async def test_replay_gate_without_logical_messages(pg_standby_pair):
+    """Before PostgreSQL 17 (or without the right to pg_logical_emit_message) an
+    empty synchronous commit flushes the WAL: the lock still reaches the standby."""
+    from lockrace.backends.pg_replication import ReplayGate
+
+    pair = pg_standby_pair
+    gate = await ReplayGate.connect(pair.primary_conninfo(), pair.standby_conninfo())
+    gate.can_emit = False
+    primary = await psycopg.AsyncConnection.connect(pair.primary_conninfo(), autocommit=True)
+    try:
+        await primary.execute("CREATE TABLE IF NOT EXISTS gate_fallback (id int)")
+        await primary.execute("BEGIN")
+        await primary.execute("LOCK TABLE gate_fallback")
+        assert (await gate.sync()).replayed
+        async with await psycopg.AsyncConnection.connect(pair.standby_conninfo(), autocommit=True) as standby:
+            cur = await standby.execute(
+                "SELECT a.backend_type FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                " WHERE l.relation = (SELECT oid FROM pg_class WHERE relname = 'gate_fallback') AND l.granted")
+            assert await cur.fetchall() == [("startup",)]
+        await primary.execute("ROLLBACK")
+    finally:
+        await primary.execute("DROP TABLE IF EXISTS gate_fallback")
+        await primary.close()
+        await gate.close()
