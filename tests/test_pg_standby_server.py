@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from lockrace.servers.pg_standby import StandbyPair, flush_wal, parse_pair_dsn, wait_replayed
+from lockrace.servers.pg_standby import StandbyPair, flush_wal, wait_replayed
 
 
 def _connect(conninfo: str) -> psycopg.Connection:
@@ -208,10 +208,3 @@ def test_hot_standby_feedback_decides_the_vacuum_conflict(nodes, pg_standby_pair
         standby2.close()
     finally:
         _set_feedback(monitor, pair, False)
-
-
-def test_parse_pair_dsn():
-    assert parse_pair_dsn("host=/a port=5432,host=/b port=5433") == ("host=/a port=5432", "host=/b port=5433")
-    assert parse_pair_dsn("postgresql://h1,h2/db, postgresql://s/db") == ("postgresql://h1,h2/db", "postgresql://s/db")
-    with pytest.raises(ValueError):
-        parse_pair_dsn("postgresql://only/one")

@@ -18,12 +18,11 @@ Settings chosen so that the lessons are quick to see:
   the standby within milliseconds instead of up to 200 ms.
 
 A pair that already runs elsewhere can be given as two DSNs instead
-(``parse_pair_dsn``).
+(``--standby``, parsed with the other clusters' DSNs in cluster.py).
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import psycopg
 
-from .embedded_postgres import SERVER_SETTINGS, EmbeddedPostgres
+from .embedded_postgres import EmbeddedPostgres
 from .process import ServerStartError, _die_with_parent
 
 SLOT_NAME = "lockrace_standby"
@@ -234,23 +233,6 @@ class StandbyPair:
         for server in (self.standby, self.primary):
             if server is not None:
                 server.stop()
-
-
-_DSN_START = re.compile(r",\s*(?=postgres(?:ql)?://|[A-Za-z_]+\s*=)")
-
-
-def parse_pair_dsn(text: str) -> tuple[str, str]:
-    """``PRIMARY_DSN,STANDBY_DSN`` -> (primary, standby).
-
-    A comma starts the standby's DSN only where a URI (``postgresql://``) or a
-    ``key=value`` pair begins, so a multi-host URI (``postgresql://h1,h2/db``)
-    is not split.
-    """
-    parts = _DSN_START.split(text.strip())
-    if len(parts) != 2 or not all(p.strip() for p in parts):
-        raise ValueError("give the primary and the standby as two DSNs separated by a comma:"
-                         " PRIMARY_DSN,STANDBY_DSN")
-    return parts[0].strip(), parts[1].strip()
 
 
 def start_standby(pair: StandbyPair | None = None):
