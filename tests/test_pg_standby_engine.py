@@ -133,3 +133,26 @@ async def test_settings_changes_refused_on_a_pair_given_by_dsns(pg_standby_pair,
     finally:
         await race.close()
         await backend.drop_sandbox()
+
+
+async def test_cluster_race_says_when_replay_waits_for_a_standby_session(pg_standby_backend):
+    from lockrace.engine.events import ServerNote
+
+    backend = pg_standby_backend
+    await backend.reset_sandbox()
+    await backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int)",
+                             "INSERT INTO accounts VALUES (1, 100)"])
+    race = await Race(backend, ["A", "C"], placement={"A": "primary", "C": "standby"}).open()
+    notes: list = []
+    race.subscribe(lambda e: notes.append(e) if isinstance(e, ServerNote) else None)
+    try:
+        await race.run("C", "BEGIN")
+        assert (await race.run("C", "SELECT count(*) FROM accounts")).rows == [("1",)]
+        assert (await race.run("A", "TRUNCATE accounts")).outcome == "ok"
+        said = [(n.session, n.node, n.text) for n in notes]
+        assert said == [("A", "primary", "replay on the standby waits for C (a lock on accounts): PostgreSQL"
+                                         " cancels that after max_standby_streaming_delay (1s)")]
+        assert (await race.run("C", "ROLLBACK")).outcome == "ok"  # within the second: C lets replay go on
+        assert (await race.run("C", "SELECT count(*) FROM accounts")).rows == [("0",)]
+    finally:
+        await race.close()

@@ -53,8 +53,10 @@ class ClusterHooks:
         return None
 
     async def after_statement(self, cluster: "ClusterBackend", node: str, monitors: dict[str, MonitorConnection],
-                              result: StatementResult) -> None:
-        """A statement on ``node`` finished (e.g. send its WAL to the other nodes now)."""
+                              result: StatementResult, name_of=None) -> str | None:
+        """A statement on ``node`` finished (e.g. send its WAL to the other nodes now);
+        a str returned is a note to show."""
+        return None
 
     def blocker_name(self, node: str, ident: int) -> str | None:
         """A name for a blocker that is none of the race's sessions (e.g. a replication applier)."""

@@ -31,10 +31,14 @@ _FLUSH_17 = "SELECT pg_logical_emit_message(false, 'lockrace', '', true)"
 # for a lock, the sessions holding a granted lock on the relation it waits for.
 _REPLAY_SQL = """
 SELECT pg_last_wal_replay_lsn()::text, a.pid, a.wait_event_type, a.wait_event,
+       current_setting('max_standby_streaming_delay'),
        w.relation::regclass::text, w.mode,
        ARRAY(SELECT DISTINCT h.pid FROM pg_locks h
              WHERE w.relation IS NOT NULL AND h.relation = w.relation AND h.database = w.database
-               AND h.granted AND h.pid <> a.pid)
+               AND h.granted AND h.pid <> a.pid),
+       ARRAY(SELECT s.pid FROM pg_stat_activity s
+             WHERE s.backend_type = 'client backend' AND s.backend_xmin IS NOT NULL AND s.pid <> pg_backend_pid()
+             ORDER BY s.pid)
 FROM pg_stat_activity a
 LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1) w ON true
 WHERE a.backend_type = 'startup'
@@ -54,17 +58,25 @@ class ReplayState:
     waiting_for: str = ""  # what replay waits for: "lock", "snapshot", ... ("" = not stuck)
     relation: str = ""
     holders: tuple[int, ...] = field(default_factory=tuple)  # standby backends holding it up
+    delay: str = ""  # the standby's max_standby_streaming_delay, as it shows it
 
     def describe(self, name_of=lambda pid: f"pid {pid}") -> str:
         if self.replayed:
             return f"standby replayed the primary's WAL up to {self.target} in {self.seconds * 1000:.1f} ms"
+        budget = f"max_standby_streaming_delay ({self.delay})" if self.delay else "max_standby_streaming_delay"
+        if self.delay == "-1":
+            budget = "never (max_standby_streaming_delay = -1: replay waits as long as it takes)"
         if self.waiting_for == "lock":
             who = ", ".join(name_of(p) for p in self.holders) or "a standby session"
             return (f"replay on the standby waits for {who} (a lock on {self.relation or 'a table'}):"
-                    " PostgreSQL cancels that after max_standby_streaming_delay")
+                    f" PostgreSQL cancels that after {budget}")
+        if self.waiting_for == "snapshot":
+            open_now = f" (open now: {', '.join(name_of(p) for p in self.holders)})" if self.holders else ""
+            return (f"replay on the standby waits for standby snapshots that may still need rows the primary"
+                    f" cleaned up (VACUUM, pruning){open_now}: PostgreSQL cancels those after {budget}")
         if self.waiting_for:
             return (f"replay on the standby waits for standby queries ({self.waiting_for} conflict):"
-                    " PostgreSQL cancels them after max_standby_streaming_delay")
+                    f" PostgreSQL cancels them after {budget}")
         return f"standby has not replayed up to {self.target} yet (at {self.replay_lsn})"
 
 
@@ -113,13 +125,15 @@ class ReplayGate:
         row = await cur.fetchone()
         if row is None:  # no startup process: not (or no longer) a standby
             return ReplayState(True, lsn_text(target))
-        lsn, _pid, wtype, wevent, rel, _mode, holders = row
-        state = ReplayState(lsn is not None and lsn_int(lsn) >= target, lsn_text(target), lsn or "")
+        lsn, _pid, wtype, wevent, delay, rel, _mode, holders, snapshots = row
+        state = ReplayState(lsn is not None and lsn_int(lsn) >= target, lsn_text(target), lsn or "", delay=delay or "")
         if not state.replayed:
             if wtype == "Lock":
                 state.waiting_for, state.relation, state.holders = "lock", rel or "", tuple(holders or ())
             elif wevent in STUCK_EVENTS:
                 state.waiting_for = wevent.removeprefix("RecoveryConflict").lower()
+                if state.waiting_for == "snapshot":  # which of them PostgreSQL will cancel, it does not say
+                    state.holders = tuple(snapshots or ())
         return state
 
     async def sync(self, timeout: float = 3.0, settle: float = 0.05) -> ReplayState:

@@ -7,7 +7,8 @@ adds, all asked of the servers' own views (see pg_replication.py):
 * after every statement on the primary, its WAL is flushed, so that the
   standby receives it now, as it would on a busy primary (an ACCESS EXCLUSIVE
   lock of a transaction that has not committed is otherwise sent only with
-  the next commit);
+  the next commit), and if replaying it gets stuck on a standby session
+  within a second, a note says so ("replay on the standby waits for C ...");
 * before every statement on the standby, lockrace waits until the standby has
   replayed what the primary wrote -- unless replay is itself stuck on a
   recovery conflict, which is then shown as a note ("replay on the standby
@@ -35,6 +36,7 @@ _SETTINGS_SQL = re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(", re.IGNOR
 class StandbyHooks(ClusterHooks):
     def __init__(self) -> None:
         self.gates: dict[int, ReplayGate] = {}  # per set of monitor connections (one per race)
+        self.stuck = ""  # the last "replay waits for ..." said, not repeated while it still holds
 
     def gate(self, monitors) -> ReplayGate | None:
         primary, standby = monitors.get("primary"), monitors.get("standby")
@@ -70,16 +72,28 @@ class StandbyHooks(ClusterHooks):
         if gate is None:
             return None
         state = await gate.sync()
-        if state.replayed:
-            return None
-        return state.describe(lambda pid: name_of(pid, "standby") if name_of else f"pid {pid}")
+        return self._say(state, name_of)
 
-    async def after_statement(self, cluster: ClusterBackend, node: str, monitors, result: StatementResult) -> None:
+    async def after_statement(self, cluster: ClusterBackend, node: str, monitors, result: StatementResult,
+                              name_of=None) -> str | None:
         if node != "primary" or result.outcome == "connection_lost":
-            return
+            return None
         gate = self.gate(monitors)
-        if gate is not None:
-            await gate.flush()
+        if gate is None:
+            return None
+        # send the statement's WAL now, and say so if replaying it gets stuck on a standby session
+        state = await gate.sync(timeout=1.0)
+        return self._say(state, name_of) if state.waiting_for else None
+
+    def _say(self, state, name_of) -> str | None:
+        if state.replayed:
+            self.stuck = ""
+            return None
+        text = state.describe(lambda pid: name_of(pid, "standby") if name_of else f"pid {pid}")
+        if state.waiting_for and text == self.stuck:
+            return None
+        self.stuck = text if state.waiting_for else ""
+        return text
 
 
 def hooks() -> StandbyHooks:

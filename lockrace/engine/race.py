@@ -303,10 +303,14 @@ class Race:
 
     async def _after(self, session: Session, result: StatementResult) -> None:
         try:
-            await asyncio.wait_for(self.backend.hooks.after_statement(self.backend, session.node, self.monitors, result), 5)
+            said = await asyncio.wait_for(
+                self.backend.hooks.after_statement(self.backend, session.node, self.monitors, result, self.name_of), 5)
         except (asyncio.TimeoutError, Exception) as exc:
+            said = None
             self.emit(ServerNote(session.name, perf_counter_ns(), f"after the statement on {session.node}: {exc}",
                                  "warning", node=session.node))
+        if said:
+            self.emit(ServerNote(session.name, perf_counter_ns(), said, node=session.node))
 
     async def _refine(self, session: Session, sql: str, result: StatementResult) -> None:
         """Cluster races: let the topology tell a cluster failure from an ordinary one,
