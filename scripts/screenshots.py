@@ -99,7 +99,7 @@ async def free_form_shot(targets, engine: str, filename: str) -> Path:
 
 async def main(only: str) -> int:
     OUT.mkdir(exist_ok=True)
-    pg = mysql = None
+    pg = mysql = standby = None
     made: list[Path] = []
     try:
         shots = [
@@ -116,6 +116,9 @@ async def main(only: str) -> int:
                                      "mariadb-lock-wait-timeout.svg")),
             ("free-form-b-blocked-by-a", "postgres",
              lambda t: free_form_shot(t, "postgres", "free-form-b-blocked-by-a.svg")),
+            ("pg-standby-recovery-conflict", "postgres-standby",
+             lambda t: scenario_shot(t, "pg-standby-recovery-conflict", "postgres-standby",
+                                     outcome_in("C", "recovery_conflict"), "pg-standby-recovery-conflict.svg")),
         ]
         shots = [s for s in shots if only in s[0]]
         for name, engine, make in shots:
@@ -123,13 +126,18 @@ async def main(only: str) -> int:
                 pg = await asyncio.to_thread(pg_target, None)
             if engine == "mysql" and mysql is None:
                 mysql = await asyncio.to_thread(mysql_target, None)
-            targets = {"postgres": pg} if engine == "postgres" else {"mysql": mysql}
+            if engine == "postgres-standby" and standby is None:
+                from lockrace.servers.pg_standby import start_standby
+
+                standby = await asyncio.to_thread(start_standby)
+            targets = {"postgres": {"postgres": pg}, "mysql": {"mysql": mysql},
+                       "postgres-standby": {"postgres-standby": standby}}[engine]
             t0 = time.monotonic()
             path = await make(targets)
             made.append(path)
             print(f"{path.relative_to(ROOT)}  ({time.monotonic() - t0:.1f} s)", flush=True)
     finally:
-        for target in (pg, mysql):
+        for target in (pg, mysql, standby):
             if target is not None:
                 await asyncio.to_thread(target.stop)
     return 0 if made else 1

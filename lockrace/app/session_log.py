@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..engine.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
+from ..render.transcript import OUTCOME_WORDS
 from .status import SessionStatus, budget_words, seconds
 
 OUTCOME_LINE_STYLES = {
@@ -36,13 +37,15 @@ def annotation(result) -> str:
         n = result.skipped_rows
         parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
     else:
-        words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
-                 "statement_timeout": "statement timeout"}
-        parts.append(f"{words.get(result.outcome, result.outcome)} after {took}")
+        word = OUTCOME_WORDS.get(result.outcome, result.outcome)
+        if result.outcome == "recovery_conflict" and result.detail:
+            word += f" ({result.detail.rstrip('.')})"  # the standby's reason: a lock, a snapshot, ...
+        parts.append(f"{word} after {took}")
     if result.waited_ns or result.blocked_by:
         who = ", ".join(result.blocked_by) or "another transaction"
         parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
-    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused")):
+    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused",
+                                                                              "recovery_conflict")):
         parts.append(f"budget {budget_words(result.budget)}")
     return "-- " + "; ".join(parts)
 
