@@ -156,3 +156,17 @@ async def test_cluster_race_says_when_replay_waits_for_a_standby_session(pg_stan
         assert (await race.run("C", "SELECT count(*) FROM accounts")).rows == [("0",)]
     finally:
         await race.close()
+
+
+def test_blocked_by_replay_in_scenario_files():
+    import pytest
+
+    from lockrace.scenario.errors import ScenarioError
+    from lockrace.scenario.text_format import parse_scenario
+
+    text = ("engines: postgres-standby\nnodes: A=primary C=standby\n"
+            "A> BEGIN;\nA> LOCK TABLE t;\nC> SELECT * FROM t;\n    blocked-by: {who}\n    completes-after: 4\nA> COMMIT;\n")
+    sc = parse_scenario(text.format(who="replay"), path="t.race", name="t")
+    assert [e.value for e in sc.steps[2].expectations if e.key == "blocked_by"] == ["replay"]
+    with pytest.raises(ScenarioError, match="blocked-by: no session named X"):
+        parse_scenario(text.format(who="X"), path="t.race", name="t")
