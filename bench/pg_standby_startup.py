@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lockrace.servers.pg_standby import StandbyPair  # noqa: E402
 
-PHASES = ("primary_s", "basebackup_s", "standby_s", "caught_up_s", "total_s")
+PHASES = ("primary_s", "basebackup_s", "standby_start_s", "caught_up_s", "total_s")
 
 
 def main(argv=None) -> int:
@@ -43,10 +43,12 @@ def main(argv=None) -> int:
         print(json.dumps({"runs": runs, "median": medians}, indent=2))
         return 0
     print("PostgreSQL primary + hot standby (embedded PostgreSQL), seconds")
-    print("run  " + "  ".join(f"{k[:-2]:>10}" for k in keys))
+    print("(primary: start from the template; basebackup: pg_basebackup -R; standby_start: until it streams;")
+    print(" caught_up: until it replayed the primary's WAL; total: all of these; stop: both stopped, dirs removed)")
+    print("run  " + "  ".join(f"{k[:-2]:>13}" for k in keys))
     for i, r in enumerate(runs, 1):
-        print(f"{i:>3}  " + "  ".join(f"{r[k]:>10.3f}" for k in keys))
-    print("med  " + "  ".join(f"{medians[k]:>10.3f}" for k in keys))
+        print(f"{i:>3}  " + "  ".join(f"{r[k]:>13.3f}" for k in keys))
+    print("med  " + "  ".join(f"{medians[k]:>13.3f}" for k in keys))
     return 0
 
 

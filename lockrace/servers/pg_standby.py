@@ -210,7 +210,7 @@ class StandbyPair:
         self.timings = {
             "primary_s": (t1 - t0) / 1e9,
             "basebackup_s": self.standby.basebackup_s,
-            "standby_s": (t2 - t1) / 1e9,
+            "standby_start_s": (t2 - t1) / 1e9 - self.standby.basebackup_s,  # from the backup to streaming
             "caught_up_s": (t3 - t2) / 1e9,
             "total_s": (t3 - t0) / 1e9,
         }
