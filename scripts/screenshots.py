@@ -4,8 +4,9 @@ save SVG screenshots in screenshots/.
     python scripts/screenshots.py            # every picture
     python scripts/screenshots.py pg-nowait  # only those whose name contains this
 
-Starts the embedded PostgreSQL 18 and a private MariaDB (or uses
-LOCKRACE_PG_DSN / LOCKRACE_MYSQL_DSN) and stops them at the end.
+Starts the embedded PostgreSQL 18, a private MariaDB and a private MariaDB
+Galera cluster as the pictures need them (or uses LOCKRACE_PG_DSN /
+LOCKRACE_MYSQL_DSN / LOCKRACE_GALERA_DSNS) and stops them at the end.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from lockrace.app.app import LockraceApp  # noqa: E402
 from lockrace.scenario.library import resolve  # noqa: E402
-from lockrace.servers.target import mysql_target, pg_target  # noqa: E402
+from lockrace.servers.target import target_for  # noqa: E402
 
 OUT = ROOT / "screenshots"
 SIZE = (160, 46)
@@ -99,7 +100,7 @@ async def free_form_shot(targets, engine: str, filename: str) -> Path:
 
 async def main(only: str) -> int:
     OUT.mkdir(exist_ok=True)
-    pg = mysql = standby = None
+    servers: dict = {}
     made: list[Path] = []
     try:
         shots = [
@@ -119,27 +120,22 @@ async def main(only: str) -> int:
             ("pg-standby-recovery-conflict", "postgres-standby",
              lambda t: scenario_shot(t, "pg-standby-recovery-conflict", "postgres-standby",
                                      outcome_in("C", "recovery_conflict"), "pg-standby-recovery-conflict.svg")),
+            ("galera-certification-conflict", "galera",
+             lambda t: scenario_shot(t, "galera-certification-conflict", "galera",
+                                     outcome_in("C", "certification_conflict"), "galera-certification-conflict.svg")),
         ]
         shots = [s for s in shots if only in s[0]]
         for name, engine, make in shots:
-            if engine == "postgres" and pg is None:
-                pg = await asyncio.to_thread(pg_target, None)
-            if engine == "mysql" and mysql is None:
-                mysql = await asyncio.to_thread(mysql_target, None)
-            if engine == "postgres-standby" and standby is None:
-                from lockrace.servers.pg_standby import start_standby
-
-                standby = await asyncio.to_thread(start_standby)
-            targets = {"postgres": {"postgres": pg}, "mysql": {"mysql": mysql},
-                       "postgres-standby": {"postgres-standby": standby}}[engine]
+            if engine not in servers:
+                servers[engine] = await asyncio.to_thread(target_for, engine, None)
+            targets = {engine: servers[engine]}
             t0 = time.monotonic()
             path = await make(targets)
             made.append(path)
             print(f"{path.relative_to(ROOT)}  ({time.monotonic() - t0:.1f} s)", flush=True)
     finally:
-        for target in (pg, mysql, standby):
-            if target is not None:
-                await asyncio.to_thread(target.stop)
+        for target in servers.values():
+            await asyncio.to_thread(target.stop)
     return 0 if made else 1
 
 

@@ -182,3 +182,108 @@ async def test_builtin_galera_scenarios_report_the_node_counters(galera_backend,
     assert after["wsrep_local_bf_aborts"] == before["wsrep_local_bf_aborts"] + 1
     victim = [r for r in report.records if r.result and r.result.outcome == "certification_conflict"]
     assert [(r.step.session, r.result.conflict, r.result.node) for r in victim] == [("A", "brute-force abort", "node1")]
+
+
+def test_no_galera_provider_is_one_clear_line(tmp_path):
+    """A machine without galera-4 is simulated by pointing LOCKRACE_GALERA_PROVIDER at a missing file
+    (the real provider cannot be uninstalled for a test)."""
+    missing = tmp_path / "libgalera_smm.so"
+    res = run_lockrace(["run", "galera-certification-conflict"],
+                       lockrace_env(LOCKRACE_GALERA_PROVIDER=str(missing)), timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"lockrace: LOCKRACE_GALERA_PROVIDER={missing}: no such file (the Galera provider, libgalera_smm.so)"]
+
+
+async def test_causal_wait_is_reported_blocked_with_its_own_budget(galera_backend, make_race, galera_cluster):
+    """galera-sync-wait: the wsrep_sync_wait read is reported waiting (not a lock view row),
+    on D's FLUSH TABLES WITH READ LOCK, bounded by repl.causal_read_timeout."""
+    sc = resolve("galera-sync-wait")
+    race = await make_race(galera_backend, sc.session_names(), placement=sc.placement("galera"))
+    report = await ScenarioRunner(race, sc, step_timeout=15).run()
+    assert report.failures == []
+    waited = [r for r in report.records if r.was_blocked]
+    assert [r.step.session for r in waited] == ["C"]
+    res = waited[0].result
+    assert res.lock.kind == "replication" and "node2 to catch up" in res.lock.describe()
+    options = _node_sql(galera_cluster, "node2", "SELECT @@wsrep_provider_options")[0][0]
+    assert "repl.causal_read_timeout = PT5S" in options  # lockrace's own cluster keeps it short
+    assert (res.budget.name, res.budget.ms) == ("repl.causal_read_timeout", 5000.0)
+    assert res.rows == [("110",)]
+
+
+@pytest.fixture
+def own_galera():
+    """A cluster of this test's own, which it may damage (never the session-wide one)."""
+    from conftest import _unavailable
+
+    from lockrace.servers.cluster import cluster_target
+    from lockrace.servers.process import ServerStartError
+
+    try:
+        cluster = cluster_target("galera", None)
+    except ServerStartError as exc:
+        _unavailable("MariaDB Galera", exc)
+    yield cluster
+    cluster.stop()
+    assert all(t.server.dir is None for t in cluster.nodes.values())
+
+
+async def test_a_node_dying_closes_only_the_sessions_on_it(own_galera):
+    from lockrace.backends import open_backend
+    from lockrace.engine.race import Race
+
+    backend = await open_backend(own_galera)
+    race = await Race(backend, ["A", "B", "C", "D"]).open()  # default: A, B on node1; C, D on node2
+    try:
+        assert {n: s.node for n, s in race.sessions.items()} == {"A": "node1", "B": "node1", "C": "node2", "D": "node2"}
+        await race.run("C", "BEGIN")
+        own_galera.nodes["node2"].server.kill()  # SIGKILL, like a crash
+        res = await race.run("C", "SELECT 1")
+        assert res.outcome == "connection_lost" and res.node == "node2"
+        deadline = time.monotonic() + 10
+        while race.sessions["D"].txn != "closed" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert race.sessions["D"].txn == "closed"  # found out by probing node2, not by running something
+        assert race.sessions["A"].txn == "idle" and race.sessions["B"].txn == "idle"
+        a = await race.run("A", "SELECT @@wsrep_node_name")
+        assert a.outcome != "connection_lost" and a.node == "node1"
+    finally:
+        await race.close()
+
+
+async def test_causal_wait_nobody_releases_times_out_at_its_budget(galera_backend, make_race):
+    """KILL QUERY does not end a causal wait; repl.causal_read_timeout does (5 s on lockrace's cluster)."""
+    race = await _race(make_race, galera_backend, {"A": "node1", "C": "node2", "D": "node2"})
+    assert (await race.run("D", "FLUSH TABLES WITH READ LOCK")).outcome == "ok"
+    try:
+        assert (await race.run("A", "UPDATE accounts SET balance = 7 WHERE id = 1")).outcome == "ok"
+        await race.run("C", "SET SESSION wsrep_sync_wait = 1")
+        c = race.submit("C", "SELECT balance FROM accounts WHERE id = 1")
+        assert await race.wait_blocked_or_done(c, 10) and c.result is None
+        assert c.blockers == ("D",)
+        await asyncio.wait_for(c.done.wait(), 15)
+        res = c.result
+        assert (res.outcome, res.code) == ("timed_out", "1205"), res.message
+        assert (res.budget.name, res.budget.ms) == ("repl.causal_read_timeout", 5000.0)
+        assert 4.9e9 < res.elapsed_ns < 8e9
+    finally:
+        await race.run("D", "UNLOCK TABLES")
+
+
+def test_galera_dsns_of_a_plain_mariadb_are_refused_before_anything_is_created(mysql_server):
+    """--galera pointed at a MariaDB without wsrep: one clear line, no sandbox left on it."""
+    sock = mysql_server.mysql_kwargs["unix_socket"]
+    dsn = f"mysql://root@localhost/?unix_socket={sock}"
+    res = run_lockrace(["run", "galera-certification-conflict", "--galera", f"{dsn},{dsn}"],
+                       lockrace_env(LOCKRACE_SANDBOX="lockrace_notgalera"), timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"lockrace: node1 at mysql://root@{sock} is not a Galera node (wsrep_on is OFF)"]
+    conn = pymysql.connect(**mysql_server.mysql_kwargs)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT count(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'lockrace_notgalera'")
+        assert cur.fetchone()[0] == 0
+    finally:
+        conn.close()

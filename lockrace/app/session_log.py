@@ -23,6 +23,8 @@ OUTCOME_LINE_STYLES = {
     "cancelled": "#b2b2b2",
     "error": "#ff8787",
     "connection_lost": "bold #ff0000",
+    "certification_conflict": "bold #ff8700",
+    "recovery_conflict": "bold #af87ff",
 }
 
 
@@ -38,7 +40,9 @@ def annotation(result) -> str:
         parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
     else:
         word = OUTCOME_WORDS.get(result.outcome, result.outcome)
-        if result.outcome == "recovery_conflict" and result.detail:
+        if result.conflict:  # why, as the session's node reported it
+            word += f" ({result.conflict}{f' on {result.node}' if result.node else ''})"
+        elif result.outcome == "recovery_conflict" and result.detail:
             word += f" ({result.detail.rstrip('.')})"  # the standby's reason: a lock, a snapshot, ...
         parts.append(f"{word} after {took}")
     if result.waited_ns or result.blocked_by:

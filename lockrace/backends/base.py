@@ -30,6 +30,9 @@ class WaitReport:
     """How long the server says this wait has lasted (PostgreSQL: pg_locks.waitstart)."""
     process_names: dict[int, str] = field(default_factory=dict)
     """Blockers that are server processes, not sessions (PostgreSQL: the startup process)."""
+    budget: Budget | None = None
+    """The budget that really bounds this kind of wait, when it is not the statement's
+    lock budget (Galera's causal wait: repl.causal_read_timeout)."""
 
 
 @dataclass(frozen=True)

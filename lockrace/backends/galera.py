@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ..engine.events import LockInfo, StatementResult
+import re
+
+from ..engine.events import Budget, LockInfo, StatementResult
 from ..engine.outcome import GALERA_COUNTERS, galera_conflict
 from .base import MonitorConnection, WaitReport
 from .cluster import ClusterBackend, ClusterHooks
@@ -46,14 +48,46 @@ async def status(backend, names: tuple[str, ...]) -> dict[str, str]:
 
 class GaleraHooks(ClusterHooks):
     async def open_node(self, node: str, target, first: bool):
+        await self._check_galera(node, target)  # before anything is created there
         backend = await super().open_node(node, target, first)
         # lockrace reads a session's budgets back after each SET: under the session's own
         # wsrep_sync_wait that read would wait for the node to catch up, like the user's reads
         backend.budget_prefix = "SET STATEMENT wsrep_sync_wait = 0 FOR "
         return backend
 
+    async def _check_galera(self, node: str, target) -> None:
+        """A DSN given for a Galera node must be one: wsrep on, and the node ready for queries."""
+        from .base import ConnectError
+        from .mysql import MySQLBackend
+
+        probe = MySQLBackend(target)
+        conn = await asyncio.to_thread(probe._connect_sync, None)
+
+        def work():
+            cur = conn.cursor()
+            try:
+                cur.execute("SELECT @@wsrep_on")
+                on = str(cur.fetchone()[0])
+            except Exception:  # MySQL 8 has no wsrep variables at all
+                return "OFF", ""
+            cur.execute("SHOW GLOBAL STATUS WHERE Variable_name = 'wsrep_ready'")
+            row = cur.fetchone()
+            return on, str(row[1]) if row else ""
+
+        try:
+            on, ready = await asyncio.to_thread(work)
+        finally:
+            await asyncio.to_thread(conn.close)
+        if on not in ("1", "ON"):
+            raise ConnectError(f"{node} at {target.describe()} is not a Galera node (wsrep_on is OFF)")
+        if ready != "ON":
+            raise ConnectError(f"{node} at {target.describe()} is not ready for queries (wsrep_ready is {ready or 'unknown'})")
+
     async def node_opened(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection) -> None:
-        monitor.galera_seen = await read_counters(monitor)
+        try:
+            monitor.galera_seen = await read_counters(monitor)
+        except Exception:  # without a baseline, a 1213 stays what the message says
+            monitor.galera_seen = None
 
     async def refine(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection,
                      result: StatementResult, sql: str) -> None:
@@ -94,10 +128,19 @@ class GaleraHooks(ClusterHooks):
                                          " WHERE LOCK_MODE LIKE 'MDL_BACKUP_FTWRL%'")
             holders = tuple(sorted(int(r[0]) for r in found))
         lock = LockInfo("replication", "", "", f"{node} to catch up with the cluster (wsrep_sync_wait; {node} is {comment})")
+        budget = await self._causal_budget(monitor)
         out = dict(reports)
         for (ident,) in rows:
-            out[int(ident)] = WaitReport(int(ident), holders, lock)
+            out[int(ident)] = WaitReport(int(ident), holders, lock, budget=budget)
         return out
+
+    async def _causal_budget(self, monitor) -> Budget | None:
+        """repl.causal_read_timeout from the node's provider options (PT30S by default)."""
+        rows = await monitor._query("SELECT @@wsrep_provider_options")
+        m = re.search(r"repl\.causal_read_timeout\s*=\s*PT(?:(\d+)M)?(\d+(?:\.\d+)?)S", str(rows[0][0]) if rows else "")
+        if not m:
+            return None
+        return Budget("repl.causal_read_timeout", (int(m.group(1) or 0) * 60 + float(m.group(2))) * 1000)
 
     async def after_admin(self, cluster: ClusterBackend) -> None:
         first = cluster.first_backend

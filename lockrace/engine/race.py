@@ -466,7 +466,9 @@ class Race:
             if report is not None:
                 # a blocker that is a server process (the startup process on a hot standby) by its name
                 blockers = tuple(report.process_names.get(i) or self.name_of(i, s.node) for i in report.blockers)
-                if stmt.blocked_since is None or blockers != stmt.blockers or report.lock != stmt.lock:
+                if report.budget is not None:
+                    stmt.budget = report.budget
+                if stmt.blocked_since is None or (blockers and blockers != stmt.blockers) or report.lock != stmt.lock:
                     if stmt.blocked_since is None:
                         stmt.blocked_since = now
                         if report.waiting_s is not None:
