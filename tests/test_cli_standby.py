@@ -116,3 +116,17 @@ async def test_replay_gate_without_logical_messages(pg_standby_pair):
         await primary.execute("DROP TABLE IF EXISTS gate_fallback")
         await primary.close()
         await gate.close()
+
+
+def test_dsns_in_the_wrong_order_are_refused_before_anything_is_created(pg_standby_pair, tmp_path):
+    pair = pg_standby_pair
+    primary, standby = _uri(pair.primary.socket_dir), _uri(pair.standby.socket_dir)
+    env = lockrace_env(tmp_path, LOCKRACE_SANDBOX="stdby_order")
+    for dsns, says in ((f"{standby},{primary}", "the first DSN must be the primary"),
+                       (f"{primary},{primary}", "the second DSN must be a hot standby")):
+        res = run_lockrace(["run", "pg-standby-lock-replayed", "--standby", dsns], env, timeout=60)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and says in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+    with psycopg.connect(pair.primary_conninfo()) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'stdby_order'").fetchone()[0] == 0

@@ -21,6 +21,10 @@ class ClusterHooks:
     """What a topology adds to its nodes' ordinary backends.  Every method has
     a do-nothing default; a topology overrides what it needs."""
 
+    async def check(self, cluster: Cluster) -> None:
+        """Before any node is opened (nothing created anywhere yet): raise
+        ConnectError if the nodes are not what the topology needs."""
+
     async def open_node(self, node: str, target, first: bool) -> Backend:
         """Open the ordinary backend of one node (the first node first: it creates the sandbox)."""
         from . import open_backend
@@ -113,6 +117,7 @@ async def open_cluster(cluster: Cluster) -> ClusterBackend:
     """Open an ordinary backend on every node (first node first: it creates the sandbox)."""
     topo = TOPOLOGIES[cluster.topology]
     hooks = load(topo.hooks)() if topo.hooks else ClusterHooks()
+    await hooks.check(cluster)
     nodes: dict[str, Backend] = {}
     for index, (name, target) in enumerate(cluster.nodes.items()):
         nodes[name] = await hooks.open_node(name, target, index == 0)

@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import re
 
+import psycopg
+
 from ..engine.events import StatementResult
+from .base import ConnectError
 from .cluster import ClusterBackend, ClusterHooks
 from .pg_replication import ReplayGate
 
@@ -49,6 +52,13 @@ class StandbyHooks(ClusterHooks):
                 self.gates.clear()
             gate = self.gates[key] = ReplayGate(primary.conn, standby.conn)
         return gate
+
+    async def check(self, cluster) -> None:
+        """Given by DSNs: the primary first, then a hot standby -- checked on
+        both before the sandbox is created anywhere."""
+        if cluster.origin == "DSN":
+            for node, target in cluster.nodes.items():
+                await _check_role(node, target)
 
     async def after_admin(self, cluster: ClusterBackend) -> None:
         nodes = cluster.cluster.nodes
@@ -94,6 +104,27 @@ class StandbyHooks(ClusterHooks):
             return None
         self.stuck = text if state.waiting_for else ""
         return text
+
+
+async def _check_role(node: str, target) -> None:
+    """One clear sentence when a DSN given for the primary is a standby or the
+    other way round (before the sandbox would be created on the wrong server)."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(target.conninfo, autocommit=True, connect_timeout=5)
+    except (psycopg.Error, OSError):
+        return  # the ordinary open reports it, with its own words
+    try:
+        cur = await conn.execute("SELECT pg_is_in_recovery()")
+        in_recovery = bool((await cur.fetchone())[0])
+    finally:
+        await conn.close()
+    where = target.describe()
+    if node == "primary" and in_recovery:
+        raise ConnectError(f"--standby: the first DSN must be the primary, but {where} is a standby"
+                           " (pg_is_in_recovery() is true)")
+    if node == "standby" and not in_recovery:
+        raise ConnectError(f"--standby: the second DSN must be a hot standby, but {where} is not in recovery"
+                           " (pg_is_in_recovery() is false)")
 
 
 def hooks() -> StandbyHooks:
