@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 from app_helpers import badge, enter, finished, running_app, until
 
 from lockrace.servers.pg_standby import start_standby
@@ -37,7 +38,10 @@ async def test_app_on_primary_and_standby(pg_standby_pair):
         await finished(pilot, app, "D", 2)
         await enter(pilot, app, "A", "TRUNCATE t")
         await finished(pilot, app, "A", 5)
-        await asyncio.sleep(1.5)
+        pid = app.panels["D"].status.ident
+        with psycopg.connect(cluster.nodes["standby"].conninfo, autocommit=True) as monitor:
+            await until(pilot, lambda: not monitor.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone(), 10, "the standby to end D")
         await enter(pilot, app, "D", "SELECT 1")
         await finished(pilot, app, "D", 3)
         assert app.panels["D"].status.last.outcome == "recovery_conflict"

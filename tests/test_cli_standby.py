@@ -29,8 +29,9 @@ def test_run_on_own_pair_leaves_nothing(server_tmp):
 def test_run_interrupted_while_replay_waits(server_tmp):
     live = LiveRun(["run", "pg-standby-recovery-conflict"], lockrace_env(server_tmp))
     try:
-        # D queues behind replay, which waits up to 1 s for C: interrupt then
-        assert live.wait_for_line("-- D is blocked by the startup process (replay)", 60), live.stdout + live.stderr
+        # replay waits up to 1 s for C while the primary watches it: interrupt then
+        assert live.wait_for_line("A> DO $$", 60), live.stdout + live.stderr
+        time.sleep(0.2)
         pids = _postmaster_pids(server_tmp)
         assert len(pids) == 2, list(server_tmp.iterdir())
         t0 = time.monotonic()

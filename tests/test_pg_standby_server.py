@@ -119,7 +119,7 @@ def test_access_exclusive_lock_is_replayed_and_blocks_standby_reader(nodes, pg_s
 @pytest.mark.parametrize("ddl", ["LOCK TABLE lessons IN ACCESS EXCLUSIVE MODE", "TRUNCATE lessons", "DROP TABLE lessons"])
 def test_standby_query_holding_up_replay_is_cancelled(nodes, ddl):
     primary, standby, monitor = nodes
-    reader = Background(standby, "SELECT count(*), pg_sleep(5) FROM lessons")
+    reader = Background(standby, "SELECT count(*), pg_sleep(10) FROM lessons")
     _until(lambda: monitor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
                                    [standby.info.backend_pid]).fetchone())
     primary.execute("BEGIN")
@@ -134,17 +134,24 @@ def test_standby_query_holding_up_replay_is_cancelled(nodes, ddl):
     primary.execute("ROLLBACK")
     assert (code, message) == ("40001", "canceling statement due to conflict with recovery")
     assert detail == "User was holding a relation lock for too long."
-    # max_standby_streaming_delay is 1 s on the private standby
-    assert 0.9 < seconds < 4.0
+    # max_standby_streaming_delay is 1 s on the private standby (the query would sleep 10 s)
+    assert 0.9 < seconds < 8.0
+
+
+def _ended(monitor, pid: int, timeout: float = 10.0) -> None:
+    """Wait until the standby has ended backend ``pid`` (no sleeping on a guess)."""
+    _until(lambda: not monitor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone(), timeout)
 
 
 def test_idle_transaction_holding_up_replay_loses_its_connection(nodes):
     primary, standby, monitor = nodes
     standby.execute("BEGIN")
     standby.execute("SELECT count(*) FROM lessons")
+    t0 = time.perf_counter_ns()
     primary.execute("TRUNCATE lessons")
     flush_wal(primary)
-    time.sleep(1.5)
+    _ended(monitor, standby.info.backend_pid)
+    assert (time.perf_counter_ns() - t0) / 1e9 > 0.9  # not before max_standby_streaming_delay
     with pytest.raises(psycopg.OperationalError) as info:
         standby.execute("SELECT 1")
     assert info.value.sqlstate == "40001"
@@ -176,7 +183,7 @@ def test_hot_standby_feedback_decides_the_vacuum_conflict(nodes, pg_standby_pair
     assert _until(lambda: monitor.execute(
         "SELECT wait_event FROM pg_stat_activity WHERE backend_type = 'startup'"
         " AND wait_event = 'RecoveryConflictSnapshot'").fetchone())
-    time.sleep(1.3)
+    _ended(monitor, standby.info.backend_pid)
     with pytest.raises(psycopg.OperationalError) as info:
         standby.execute("SELECT count(*) FROM lessons")
     assert info.value.sqlstate == "40001"
@@ -193,12 +200,12 @@ def test_hot_standby_feedback_decides_the_vacuum_conflict(nodes, pg_standby_pair
         primary.execute("DELETE FROM lessons WHERE id > 50")
         primary.execute("VACUUM lessons")
         wait_replayed(pair.primary_conninfo(), pair.standby_conninfo())
-        time.sleep(1.3)
+        time.sleep(2.0)  # twice max_standby_streaming_delay: a conflict would have ended standby2 by now
         assert standby2.execute("SELECT count(*) FROM lessons").fetchone()[0] == 100
         standby2.execute("COMMIT")
 
         # ... but feedback does nothing for a lock: TRUNCATE still cancels a standby reader
-        reader = Background(standby2, "SELECT count(*), pg_sleep(5) FROM lessons")
+        reader = Background(standby2, "SELECT count(*), pg_sleep(10) FROM lessons")
         _until(lambda: monitor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s AND wait_event = 'PgSleep'",
                                        [standby2.info.backend_pid]).fetchone())
         primary.execute("TRUNCATE lessons")
