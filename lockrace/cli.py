@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Benchmarks on real servers; prints figures (see README, 'Benchmarks').",
     )
     bench.add_argument("--engine", choices=("postgres", "mysql"), default="postgres")
-    bench.add_argument("--runs", type=int, default=30, help="measured runs per mode (default 30)")
+    bench.add_argument("--runs", type=int, default=None,
+                       help="measured runs per mode (default 30; with --cluster: cluster starts, default 3)")
     bench.add_argument("--hold-ms", type=int, default=None, help="how long the holder keeps the row (default 500; 1500 on mysql)")
     bench.add_argument("--budget-ms", type=int, default=None,
                        help="bounded-wait budget (default 100; 1000 on mysql, where innodb_lock_wait_timeout takes "
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--overhead", action="store_true",
                        help="instead: NOWAIT and lock_timeout through the engine vs the raw driver")
     bench.add_argument("--cluster", choices=("galera", "postgres-standby"),
-                       help="instead: time starting and stopping a private cluster (--runs times, default 30)")
+                       help="instead: time starting and stopping a private cluster (--runs times, default 3)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _server_flags(bench)
     return parser
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list(args)
         if args.command == "run":
             return asyncio.run(cmd_run(args))
+        if args.command == "bench" and args.runs is None:
+            args.runs = 3 if args.cluster else 30
         if args.command == "bench" and args.cluster:
             from .lab.cluster_startup import cmd_cluster_bench
 
@@ -236,7 +239,7 @@ async def run_one(sc, backend, args, origin: str):
     if stream:
         print(f"== {sc.name}: {sc.title} ({backend.server_name}, {origin})")
         if placement:
-            print("-- nodes: " + ", ".join(f"{s}@{n}" for s, n in placement.items()))
+            print("-- nodes: " + ", ".join(f"{s}@{n}" for s, n in sorted(placement.items())))
     race = Race(backend, sc.session_names(), placement=placement)
     await race.open()
     runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)

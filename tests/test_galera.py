@@ -287,3 +287,45 @@ def test_galera_dsns_of_a_plain_mariadb_are_refused_before_anything_is_created(m
         assert cur.fetchone()[0] == 0
     finally:
         conn.close()
+
+
+def test_bench_prints_the_cluster_start_up_time(server_tmp):
+    import json
+
+    res = run_lockrace(["bench", "--cluster", "galera", "--runs", "1", "--json"], lockrace_env(server_tmp), timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (row,) = json.loads(res.stdout)
+    assert 0 < row["nodes_ready_s"] <= row["start_s"] < 120 and row["race_open_s"] > 0 and row["stop_s"] >= 0
+    assert row["sst"] == "rsync" and "node2 ports" in row
+    assert sorted(p.name for p in server_tmp.iterdir()) == [] and processes_mentioning(str(server_tmp)) == []
+
+
+def test_app_in_a_terminal_on_galera_exits_on_sigterm_and_stops_both_nodes(server_tmp):
+    """`lockrace --engine galera` in a pty: panels name the nodes; SIGTERM ends the app
+    promptly, gives the terminal back, and both nodes and their temp dirs are gone."""
+    import os
+
+    from test_fault_app import Terminal
+
+    term = Terminal(["--engine", "galera"], lockrace_env(server_tmp, TERM="xterm-256color"))
+    try:
+        assert term.read_until(b"Session C @ node2", 90), term.screen[-2000:]
+        assert term.read_until(b"engine: galera", 30), term.screen[-2000:]
+        assert len([p for p in server_tmp.iterdir() if p.name.startswith("lockrace-galera-")]) == 2
+        t0 = time.monotonic()
+        term.proc.send_signal(signal.SIGTERM)
+        while term.proc.poll() is None and time.monotonic() - t0 < 30:
+            term.read_until(b"\x00never", 0.1)  # a terminal keeps reading: the app's last frames must not block it
+        code = term.proc.wait(1)
+        took = time.monotonic() - t0
+        term.read_until(b"\x00never", 0.3)
+    finally:
+        term.close()
+    text = term.screen.decode(errors="replace")
+    assert code in (0, 130), code
+    assert took < 10, f"took {took:.1f} s"
+    assert "Traceback" not in text
+    assert "\x1b[?1049l" in text[-4000:], "the terminal was not given back (alternate screen)"
+    assert processes_mentioning(str(server_tmp)) == []
+    assert sorted(p.name for p in server_tmp.iterdir()) == []
+    assert os.path.isdir(server_tmp)

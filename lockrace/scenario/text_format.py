@@ -23,8 +23,10 @@ write it by hand::
     note: Once A is done, the same statement succeeds.
     A> COMMIT;
 
-Header keys are ``title``, ``engines``, ``source``, ``lesson``, ``setup`` and
-``teardown`` (the last two may carry a flavor: ``setup[mysql]:``).  A value
+Header keys are ``title``, ``engines``, ``nodes``, ``source``, ``lesson``,
+``setup`` and ``teardown`` (the last two may carry a flavor: ``setup[mysql]:``).
+``engines`` may name a cluster (``galera``, ``postgres-standby``), and
+``nodes: A=node1 C=node2`` then pins sessions to its nodes.  A value
 may follow the colon or continue on indented lines.  A step starts with
 ``NAME> `` at the left margin and runs until a line ending in ``;``.  Indented
 ``key: value`` lines after a step are its expectations (see ``EXPECT_KEYS``);

@@ -80,9 +80,6 @@ class GaleraNode(PrivateMySQL):
         self.peers = peers
         self.bootstrap = bootstrap
 
-    def connect_kwargs(self) -> dict:
-        return {**super().connect_kwargs()}
-
     def _prepare(self, workdir: Path) -> list[str]:
         data = workdir / "data"
         data.mkdir()
