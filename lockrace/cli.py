@@ -274,6 +274,10 @@ async def cmd_run(args) -> int:
             except ServerUnavailable as exc:
                 print(f"lockrace: {exc}", file=sys.stderr)
                 return EXIT_UNUSABLE
+            if sc.changes_server_settings() and not servers.targets[engine].owned:
+                print(f"lockrace: {sc.name} changes server settings (ALTER SYSTEM): it runs only on the servers"
+                      " lockrace starts itself, not on a server given by DSN", file=sys.stderr)
+                return EXIT_UNUSABLE
             backend.admin_timeout = args.step_timeout
             try:
                 report = await run_one(sc, backend, args, origin=servers.origin(engine))

@@ -82,7 +82,7 @@ def engine(request):
 def backend(request, engine):
     """The backend for ``engine`` (parametrize tests over both with ``engine``; cluster engines too)."""
     fixture = {"postgres": "pg_backend", "mysql": "mysql_backend", "galera": "galera_backend",
-               "postgres-standby": "standby_backend"}[engine]
+               "postgres-standby": "pg_standby_backend"}[engine]
     return request.getfixturevalue(fixture)
 
 
@@ -124,3 +124,33 @@ async def own_server(own_server_module):
     if not own_server_module.server.running:
         await asyncio.to_thread(own_server_module.server.restart)
     return own_server_module
+
+
+@pytest.fixture(scope="session")
+def pg_standby_pair():
+    """A private PostgreSQL primary + hot standby for the whole test session
+    (both from the embedded PostgreSQL install); at the end both are stopped,
+    and no process of theirs nor their temp dirs may remain."""
+    from pathlib import Path
+
+    from lockrace.servers.pg_standby import StandbyPair
+
+    try:
+        pair = StandbyPair().start()
+    except ServerStartError as exc:
+        _unavailable("PostgreSQL primary + hot standby", exc)
+    dirs = [pair.primary.dir, pair.standby.dir]
+    pids = [pair.primary.proc.pid, pair.standby.proc.pid]
+    yield pair
+    pair.stop()
+    left = [str(d) for d in dirs if Path(d).exists()]
+    alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+    assert not left and not alive, f"the standby pair left temp dirs {left} / processes {alive}"
+
+
+@pytest.fixture(scope="session")
+async def pg_standby_backend(pg_standby_pair):
+    """The pair as a postgres-standby cluster backend (nodes primary, standby)."""
+    from lockrace.servers.pg_standby import start_standby
+
+    return await open_backend(start_standby(pg_standby_pair))

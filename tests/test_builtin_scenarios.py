@@ -20,7 +20,7 @@ def test_library_is_not_empty():
 @pytest.mark.parametrize("path,engine", CASES, ids=[f"{p.stem}-{e}" for p, e in CASES])
 async def test_builtin_scenario_verifies(path, engine, backend):
     scenario = load(path)
-    topology = getattr(backend, "topology", None)
+    topology = getattr(backend, "topology", None)  # a cluster: sessions sit on the scenario's nodes
     placement = scenario.placement(topology) if topology else None
     race = await Race(backend, scenario.session_names(), placement=placement).open()
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..engine.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
-from ..render.transcript import holder_words, names_text
+from ..render.transcript import OUTCOME_WORDS, holder_words, names_text
 from .status import SessionStatus, budget_words, seconds
 
 OUTCOME_LINE_STYLES = {
@@ -39,19 +39,19 @@ def annotation(result) -> str:
         n = result.skipped_rows
         parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
     else:
-        words = {"timed_out": "timed out", "deadlock": "deadlock victim", "connection_lost": "connection lost",
-                 "statement_timeout": "statement timeout", "certification_conflict": "certification conflict",
-                 "recovery_conflict": "recovery conflict"}
-        word = words.get(result.outcome, result.outcome)
+        word = OUTCOME_WORDS.get(result.outcome, result.outcome)
         if result.conflict:  # why, as the session's node reported it
             word += f" ({result.conflict}{f' on {result.node}' if result.node else ''})"
+        elif result.outcome == "recovery_conflict" and result.detail:
+            word += f" ({result.detail.rstrip('.')})"  # the standby's reason: a lock, a snapshot, ...
         parts.append(f"{word} after {took}")
     if result.outcome == "refused":
         parts.append(holder_words(result))
     if result.waited_ns or result.blocked_by:
         who = names_text(result.blocked_by)
         parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
-    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused")):
+    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused",
+                                                                              "recovery_conflict")):
         parts.append(f"budget {budget_words(result.budget)}")
     return "-- " + "; ".join(parts)
 

@@ -164,6 +164,8 @@ class SessionStatus:
                 label = "refused: holder gone" if res.held_by == () else "refused: holder unknown"
         if res.outcome == "timed_out" and res.budget is not None:
             label = f"timed out ({budget_words(res.budget)})"
+        elif res.outcome == "recovery_conflict" and res.budget is not None:
+            label = f"{key} ({budget_words(res.budget)})"  # a hot standby: replay waited that long for it
         return Badge(key, label)
 
     def transaction(self) -> Badge:

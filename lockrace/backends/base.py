@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engine.events import Budget, LockInfo, StatementResult
 
@@ -28,6 +28,8 @@ class WaitReport:
     lock: LockInfo | None
     waiting_s: float | None = None
     """How long the server says this wait has lasted (PostgreSQL: pg_locks.waitstart)."""
+    process_names: dict[int, str] = field(default_factory=dict)
+    """Blockers that are server processes, not sessions (PostgreSQL: the startup process)."""
     budget: Budget | None = None
     """The budget that really bounds this kind of wait, when it is not the statement's
     lock budget (Galera's causal wait: repl.causal_read_timeout)."""

@@ -23,6 +23,10 @@ class ClusterHooks:
     """What a topology adds to its nodes' ordinary backends.  Every method has
     a do-nothing default; a topology overrides what it needs."""
 
+    async def check(self, cluster: Cluster) -> None:
+        """Before any node is opened (nothing created anywhere yet): raise
+        ConnectError if the nodes are not what the topology needs."""
+
     async def open_node(self, node: str, target, first: bool) -> Backend:
         """Open the ordinary backend of one node (the first node first: it creates the sandbox)."""
         from . import open_backend
@@ -45,6 +49,20 @@ class ClusterHooks:
 
     async def after_admin(self, cluster: "ClusterBackend") -> None:
         """Setup/teardown ran on the first node: wait until every node has it."""
+
+    async def before_statement(self, cluster: "ClusterBackend", node: str, monitors: dict[str, MonitorConnection],
+                               sql: str, name_of=None) -> "str | StatementResult | None":
+        """A session on ``node`` is about to run ``sql`` (e.g. wait until that node
+        has replayed what other nodes did).  A str is a note to show; a
+        StatementResult refuses the statement (it is not run).  ``name_of(ident,
+        node)`` names a backend as the race does."""
+        return None
+
+    async def after_statement(self, cluster: "ClusterBackend", node: str, monitors: dict[str, MonitorConnection],
+                              result: StatementResult, name_of=None) -> str | None:
+        """A statement on ``node`` finished (e.g. send its WAL to the other nodes now);
+        a str returned is a note to show."""
+        return None
 
     def blocker_name(self, node: str, ident: int) -> str | None:
         """A name for a blocker that is none of the race's sessions (e.g. a replication applier)."""
@@ -101,6 +119,7 @@ async def open_cluster(cluster: Cluster) -> ClusterBackend:
     """Open an ordinary backend on every node (first node first: it creates the sandbox)."""
     topo = TOPOLOGIES[cluster.topology]
     hooks = load(topo.hooks)() if topo.hooks else ClusterHooks()
+    await hooks.check(cluster)
     nodes: dict[str, Backend] = {}
     for index, (name, target) in enumerate(cluster.nodes.items()):
         if index and not target.owned:  # the first node's sandbox, replicated: use it, do not claim it again

@@ -15,7 +15,7 @@ import anyio.to_thread
 import psycopg
 from psycopg import generators, pq, sql as pgsql
 
-from ..engine.events import Budget, LockInfo, StatementResult
+from ..engine.events import REPLAY_PROCESS, STANDBY_BUDGET, Budget, LockInfo, StatementResult
 from ..engine.outcome import classify_postgres
 from ..servers.target import Target, redact
 from . import sandbox as sandbox_mod
@@ -23,6 +23,21 @@ from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, Sess
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
+# On a hot standby: how long replay waits for a query that holds it up before
+# PostgreSQL cancels that query (a recovery conflict).
+_STANDBY_BUDGET_SQL = f"SELECT CASE WHEN pg_is_in_recovery() THEN current_setting('{STANDBY_BUDGET}') END"
+
+# Server processes that can hold a lock a session waits for, by backend_type.
+_PROCESS_NAMES = {
+    "startup": REPLAY_PROCESS,
+    "autovacuum worker": "autovacuum",
+}
+
+
+def process_name(pid: int, backend_type: str) -> str:
+    """How lockrace names a server process that is not one of its sessions."""
+    name = _PROCESS_NAMES.get(backend_type)
+    return name if name else f"{backend_type} (pid {pid})"
 _GUC_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0}
 _GUC_TIME = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?\s*$")
 
@@ -45,7 +60,9 @@ SELECT a.pid,
        w.locktype, w.mode, w.relation::regclass::text, w.page, w.tuple,
        w.transactionid::text, w.classid, w.objid, w.objsubid,
        t.relation::regclass::text, t.page, t.tuple,
-       {waited}
+       {waited},
+       (SELECT array_agg(b.pid || ':' || b.backend_type) FROM pg_stat_activity b
+        WHERE b.pid = ANY(pg_blocking_pids(a.pid)) AND b.backend_type <> 'client backend')
 FROM pg_stat_activity a
 LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1) w ON true
 LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND l.granted AND l.locktype = 'tuple' LIMIT 1) t ON true
@@ -93,6 +110,7 @@ class PostgresSession(SessionConnection):
         self.name = name
         self.ident = conn.info.backend_pid
         self.notices: list[str] = []
+        self.standby: bool | None = None  # connected to a hot standby (read with the budgets)
         conn.add_notice_handler(self._on_notice)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
@@ -207,9 +225,19 @@ class PostgresSession(SessionConnection):
             # (it builds every GUC): this runs after every SET, COMMIT and error.
             cur.execute(_BUDGETS_SQL)
             row = cur.fetchone()
+            if self.standby is None:
+                cur.execute(_STANDBY_BUDGET_SQL)
+                self.standby = cur.fetchone()[0] is not None
+            if self.standby:
+                cur.execute(_STANDBY_BUDGET_SQL)
+                row = (*row, cur.fetchone()[0])
         except psycopg.Error:
             return ()
-        return tuple(Budget(g, _guc_ms(text)) for g, text in zip(_BUDGET_GUCS, row or ()))
+        budgets = [Budget(g, _guc_ms(text)) for g, text in zip(_BUDGET_GUCS, row or ())]
+        if self.standby and row and len(row) > len(_BUDGET_GUCS) and row[-1] is not None:
+            # -1: replay waits for ever, shown like any budget that is off
+            budgets.append(Budget(STANDBY_BUDGET, max(0.0, _guc_ms(row[-1]))))
+        return tuple(budgets)
 
     async def budgets(self) -> tuple[Budget, ...]:
         if self.closed or self.conn.info.transaction_status == pq.TransactionStatus.INERROR:
@@ -247,7 +275,7 @@ class PostgresMonitor(MonitorConnection):
         await cur.execute(self._waits_sql, [idents])
         reports = {}
         for (pid, blockers, locktype, mode, rel, page, tup, xid, classid, objid, objsubid,
-             trel, tpage, ttup, waiting_s) in await cur.fetchall():
+             trel, tpage, ttup, waiting_s, processes) in await cur.fetchall():
             lock = None
             if locktype == "advisory":
                 key = f"{objid}" if objsubid == 1 else f"({classid}, {objid})"
@@ -262,7 +290,11 @@ class PostgresMonitor(MonitorConnection):
                 lock = LockInfo("tuple" if trel else "transactionid", mode or "", trel or "", detail)
             elif locktype:
                 lock = LockInfo(locktype, mode or "", rel or "", "")
-            reports[pid] = WaitReport(pid, tuple(blockers or ()), lock, waiting_s)
+            names = {}
+            for item in processes or ():
+                ppid, _, kind = item.partition(":")
+                names[int(ppid)] = process_name(int(ppid), kind)
+            reports[pid] = WaitReport(pid, tuple(blockers or ()), lock, waiting_s, names)
         for pid in [p for p in self._rows if p not in reports]:
             del self._rows[pid]  # that wait is over: its row is named afresh next time
         return reports
@@ -377,6 +409,7 @@ class PostgresBackend(Backend):
         # every connection of this run carries the sandbox in its application_name, so that a
         # later run can tell (and end) the backends of a run that is gone
         self.app_prefix = "lockrace " if target.owned else f"lockrace {self.sandbox} "
+        self.in_recovery = False  # a hot standby (read-only)
 
     def _app(self, app: str) -> str:
         return f"{self.app_prefix}{app}"[:63]
@@ -418,6 +451,13 @@ class PostgresBackend(Backend):
             raw = conn.info.parameter_status("server_version") or ""
             self.version = raw.split()[0] if raw else str(conn.info.server_version)
             self.server_version = conn.info.server_version
+            cur = await conn.execute("SELECT pg_is_in_recovery()")
+            self.in_recovery = bool((await cur.fetchone())[0])
+            if self.in_recovery:
+                # a hot standby is read-only: the sandbox comes from its primary by replication
+                cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")
+                self.have_pgrowlocks = bool((await cur.fetchone())[0])
+                return self
             if self.target.owned:
                 await conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.sandbox)))
                 try:

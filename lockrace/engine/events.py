@@ -10,6 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+# A hot standby's startup process replays the primary's WAL and holds the
+# ACCESS EXCLUSIVE locks the primary's transactions took; a standby reader
+# waiting for one is "blocked by" it.  Scenarios write it as ``blocked-by: replay``.
+REPLAY_PROCESS = "the startup process (replay)"
+REPLAY_ALIAS = "replay"
+# ... and cancels a standby query that holds up replay for longer than this.
+STANDBY_BUDGET = "max_standby_streaming_delay"
+
+
 @dataclass(frozen=True)
 class LockInfo:
     """What a blocked statement waits for, as the server reports it."""

@@ -21,6 +21,7 @@ from typing import Callable, Iterable
 
 from ..backends.base import Backend, ConnectError, MonitorConnection, count_skipped, skip_probe
 from .events import (
+    STANDBY_BUDGET,
     Event,
     ServerNote,
     SessionState,
@@ -282,10 +283,13 @@ class Race:
         return stmt.result
 
     async def _execute(self, session: Session, stmt: RunningStatement) -> None:
+        refused = await self._before(session, stmt.sql) if self.nodes is not None else None
         self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget, node=session.node))
         self._wake.set()
         try:
-            if session.conn.closed:
+            if refused is not None:
+                result = refused
+            elif session.conn.closed:
                 result = StatementResult("connection_lost", message="the connection is closed; reconnect first")
             elif "\x00" in stmt.sql:
                 # libpq ends the SQL at a NUL and runs what precedes it ("DELETE FROM t\0 WHERE ...")
@@ -308,6 +312,9 @@ class Race:
         result.blocked_by = stmt.blockers
         result.lock = stmt.lock
         result.budget = stmt.budget
+        if result.outcome == "recovery_conflict":
+            # a hot standby ended it for holding up replay: that budget applied, not a lock wait's
+            result.budget = next((b for b in session.budgets if b.name == STANDBY_BUDGET), result.budget)
         if result.outcome == "ok" and asks_skip_locked(stmt.sql):
             await self._account_skipped(session, stmt.sql, result)
         elif result.outcome == "refused":
@@ -320,6 +327,8 @@ class Race:
         stmt.result = result
         session.last = result
         self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result, node=session.node))
+        if self.nodes is not None and refused is None:
+            await self._after(session, result)
         # The session stays busy until its state is read back: one connection,
         # one request at a time (PyMySQL connections are not thread-safe).
         await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
@@ -337,6 +346,32 @@ class Race:
         if result.outcome == "ok" or result.result_sets:  # a multi-statement step may have prepared before failing
             for gid in (_PG_PREPARE if pg else _XA_PREPARE).findall(sql):
                 self.prepared[" ".join(gid.split())] = session.name
+
+    async def _before(self, session: Session, sql: str) -> StatementResult | None:
+        """Cluster races: the topology's preparation for a statement on this node
+        (a hot standby first replays what the primary did); a note it returns is
+        shown, a result it returns refuses the statement."""
+        try:
+            said = await asyncio.wait_for(
+                self.backend.hooks.before_statement(self.backend, session.node, self.monitors, sql, self.name_of), 10)
+        except (asyncio.TimeoutError, Exception) as exc:
+            said = f"could not prepare {session.node}: {exc or type(exc).__name__}"
+        if isinstance(said, StatementResult):
+            return said
+        if said:
+            self.emit(ServerNote(session.name, perf_counter_ns(), said, node=session.node))
+        return None
+
+    async def _after(self, session: Session, result: StatementResult) -> None:
+        try:
+            said = await asyncio.wait_for(
+                self.backend.hooks.after_statement(self.backend, session.node, self.monitors, result, self.name_of), 5)
+        except (asyncio.TimeoutError, Exception) as exc:
+            said = None
+            self.emit(ServerNote(session.name, perf_counter_ns(), f"after the statement on {session.node}: {exc}",
+                                 "warning", node=session.node))
+        if said:
+            self.emit(ServerNote(session.name, perf_counter_ns(), said, node=session.node))
 
     async def _refine(self, session: Session, sql: str, result: StatementResult) -> None:
         """Cluster races: let the topology tell a cluster failure from an ordinary one,
@@ -517,7 +552,8 @@ class Race:
                 continue  # finished while we asked: the answer is about that statement, not a newer one
             report = per_node[s.node].get(s.ident)
             if report is not None:
-                blockers = tuple(self.name_of(i, s.node) for i in report.blockers)
+                # a blocker that is a server process (the startup process on a hot standby) by its name
+                blockers = tuple(report.process_names.get(i) or self.name_of(i, s.node) for i in report.blockers)
                 if report.budget is not None:
                     stmt.budget = report.budget
                 shown = report.lock.describe() if report.lock else None  # a report says news only if its words change

@@ -20,7 +20,7 @@ from time import perf_counter_ns
 from typing import Callable
 
 from ..scenario.model import Scenario, Step
-from .events import LockInfo, StatementBlocked, StatementFinished
+from .events import LockInfo, ServerNote, StatementBlocked, StatementFinished
 from .race import Race
 from .verify import StepRecord, check
 
@@ -156,6 +156,10 @@ class ScenarioRunner:
             # "completes after step N" is judged at the moment the server answered,
             # not when the runner got round to collecting the step
             self.finished_after[event.stmt_id] = self.launched
+        if isinstance(event, ServerNote) and event.node and event.session:
+            # cluster races: what a node says about a session's statement (a hot
+            # standby: "replay on the standby waits for C ...") goes into the transcript
+            self.on_entry(Entry("note", text=f"{event.session}@{event.node}: {event.text}"))
         if isinstance(event, StatementBlocked):
             for record, stmt in self.pending.values():
                 if getattr(stmt, "stmt_id", None) == event.stmt_id:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..scenario.model import Expectation, Step
-from .events import StatementResult
+from .events import REPLAY_ALIAS, REPLAY_PROCESS, StatementResult
 
 
 @dataclass
@@ -75,6 +75,7 @@ def _one(exp: Expectation, record: StepRecord) -> tuple[bool, str]:
         if names == ["nobody"]:  # the server never reported this step waiting
             return not record.was_blocked, f"blocked by {', '.join(record.blockers) or 'another transaction'}" \
                 if record.was_blocked else "never reported blocked"
+        names = [REPLAY_PROCESS if n == REPLAY_ALIAS else n for n in names]
         ok = record.was_blocked and all(n in record.blockers for n in names)
         got = f"blocked by {', '.join(record.blockers)}" if record.was_blocked else "never reported blocked"
         return ok, got

@@ -107,6 +107,8 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
         if res.outcome == "skipped":
             whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
             word = f"skipped {res.skipped_rows} row{'s' if res.skipped_rows != 1 else ''}{whose}"
+        if res.outcome == "recovery_conflict" and res.detail:
+            word += f" ({res.detail.rstrip('.')})"  # the server's reason: a lock, a snapshot, ...
         if res.conflict:
             word += f" ({res.conflict}{f' on {res.node}' if res.node else ''})"
         notes.append(f"{word} after {ms(res.elapsed_ns)}")
@@ -115,7 +117,8 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if rec.was_blocked:
         who = names_text(rec.blockers)
         notes.append(f"waited {ms(res.waited_ns)} blocked by {who}")
-    if res.budget is not None and (rec.was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout")):
+    if res.budget is not None and (rec.was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout",
+                                                                    "recovery_conflict")):
         notes.append(f"budget {budget_text(res.budget)}")
     if notes:
         lines.append("-- " + "; ".join(notes))

@@ -13,6 +13,7 @@ so that a scenario records where MariaDB and MySQL 8 really differ.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
 }
 # the single-server engine a cluster's nodes speak (expectation flavors follow it)
 TOPOLOGY_ENGINE = {"galera": "mysql", "postgres-standby": "postgres"}
+
+_SERVER_SETTINGS_SQL = re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(", re.IGNORECASE)
 
 OUTCOMES = (
     "ok",
@@ -217,6 +220,11 @@ class Scenario:
 
     def teardown_for(self, flavor: str) -> list[str]:
         return _pick(self.teardown, flavor)
+
+    def changes_server_settings(self) -> bool:
+        """Does a step run ALTER SYSTEM or reload the configuration?  Such a
+        scenario runs only on servers lockrace started itself."""
+        return any(_SERVER_SETTINGS_SQL.search(step.sql) for step in self.steps)
 
     def runs_on(self, engine: str) -> bool:
         return engine in self.engines

@@ -285,7 +285,7 @@ class _Parser:
                     raise self.error(exp.line, f"completes-after: {exp.value} must name a later step (up to {count})")
                 if exp.key == "blocked_by" and str(exp.value) != "nobody":
                     for who in re.split(r"[,\s]+", str(exp.value)):
-                        if who and who not in names:
+                        if who and who not in names and who != "replay":  # replay: a hot standby's startup process
                             raise self.error(exp.line, f"blocked-by: no session named {printable(who)}")
 
 

@@ -47,7 +47,7 @@ TOPOLOGIES: dict[str, Topology] = {
     ),
     "postgres-standby": Topology(
         "postgres-standby", "PostgreSQL primary + hot standby", "postgres", ("primary", "standby"),
-        "LOCKRACE_STANDBY_DSNS", "--standby", "lockrace.servers.pg_standby:start_standby",
+        "LOCKRACE_STANDBY_DSNS", "--standby", "lockrace.servers.pg_standby:start_standby", "lockrace.backends.pg_standby:hooks",
     ),
 }
 
