@@ -139,8 +139,10 @@ class ScenarioRunner:
     def _check_closed_sessions(self) -> None:
         """Sessions whose connection the server closed fail the run, unless the
         scenario expects that session to lose its connection."""
+        # a hot standby ends an idle-in-transaction session's connection on a recovery
+        # conflict ("terminating connection due to conflict with recovery")
         expecting = {rec.step.session for rec in self.report.records
-                     if any(e.key == "outcome" and e.value == "connection_lost"
+                     if any(e.key == "outcome" and e.value in ("connection_lost", "recovery_conflict")
                             for e in rec.step.applicable(self.flavor))}
         lost_steps = {rec.step.session for rec in self.report.records
                       if rec.result is not None and rec.result.outcome == "connection_lost"}

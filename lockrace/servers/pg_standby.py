@@ -23,6 +23,8 @@ A pair that already runs elsewhere can be given as two DSNs instead
 
 from __future__ import annotations
 
+import functools
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -88,7 +90,7 @@ class StandbyPostgres(EmbeddedPostgres):
             "-R", "-X", "stream", "-S", SLOT_NAME, "-C", "-c", "fast", "--no-sync",
         ]
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=60, preexec_fn=_die_with_parent)
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=60, preexec_fn=functools.partial(_die_with_parent, signal.SIGKILL))
         except subprocess.TimeoutExpired:
             raise ServerStartError("pg_basebackup did not finish within 60 s") from None
         if res.returncode != 0:
