@@ -77,6 +77,8 @@ class StatementResult:
     started_ns: int = 0  # perf_counter_ns() just before the driver call (0: unknown)
     waited_ns: int = 0  # time the server reported the statement blocked
     blocked_by: tuple[str, ...] = ()  # sessions that blocked it (last report)
+    blockers_seen: tuple[str, ...] = ()  # every blocker the server reported for it, in order
+    locks_seen: tuple[LockInfo, ...] = ()  # every lock it was reported waiting on
     lock: LockInfo | None = None
     held_by: tuple[str, ...] | None = None
     """A refusal (NOWAIT): who held the lock, as the server's lock views said right after it

@@ -310,7 +310,9 @@ class Race:
             stmt.blocked_since = None
         result.waited_ns = stmt.waited_ns
         result.blocked_by = stmt.blockers
+        result.blockers_seen = stmt.blockers_seen
         result.lock = stmt.lock
+        result.locks_seen = stmt.locks_seen
         result.budget = stmt.budget
         if result.outcome == "recovery_conflict":
             # a hot standby ended it for holding up replay: that budget applied, not a lock wait's
@@ -565,7 +567,10 @@ class Race:
                             # the server says when the wait began (PostgreSQL 14+)
                             stmt.blocked_since = max(stmt.started_ns, now - int(report.waiting_s * 1e9))
                     stmt.blockers = blockers or stmt.blockers
+                    stmt.blockers_seen += tuple(b for b in blockers if b not in stmt.blockers_seen)
                     stmt.lock = report.lock or stmt.lock
+                    if report.lock is not None and report.lock not in stmt.locks_seen:
+                        stmt.locks_seen += (report.lock,)
                     stmt.ever_blocked = True
                     self.emit(StatementBlocked(s.name, now, stmt.stmt_id, stmt.blockers, stmt.lock, stmt.started_ns,
                                                node=s.node))

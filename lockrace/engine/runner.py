@@ -22,7 +22,7 @@ from typing import Callable
 from ..scenario.model import Scenario, Step
 from .events import LockInfo, ServerNote, StatementBlocked, StatementFinished
 from .race import Race
-from .verify import StepRecord, check
+from .verify import StepRecord, check, check_across
 
 
 @dataclass
@@ -63,14 +63,14 @@ class ScenarioRunner:
     def __init__(self, race: Race, scenario: Scenario, *, step_timeout: float = 10.0,
                  on_entry: Callable[[Entry], None] | None = None):
         self.race = race
-        self.scenario = scenario
         self.flavor = race.backend.flavor
+        self.scenario = scenario.for_flavor(self.flavor)  # per-engine SQL: this server's variant
         self.step_timeout = step_timeout
         self.on_entry = on_entry or (lambda entry: None)
         self.launched = 0
         self.finished_after: dict[int, int] = {}
         self.pending: dict[str, tuple[StepRecord, object]] = {}
-        self.report = RunReport(scenario, self.flavor, race.backend.server_name)
+        self.report = RunReport(self.scenario, self.flavor, race.backend.server_name)
 
     async def prepare(self) -> None:
         """Fresh sandbox, global setup, then each session's own setup (each
@@ -130,6 +130,7 @@ class ScenarioRunner:
             for index, entry in enumerate(self.scenario.order()[0], start=1):
                 await self.step(self.scenario.step(entry.step), index)
             await self._drain_pending(final=True)
+            self.report.problems.extend(check_across(self.scenario.across, self.report.records, self.flavor))
             self._check_closed_sessions()
         finally:
             self.race.unsubscribe(listener)

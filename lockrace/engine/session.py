@@ -25,7 +25,9 @@ class RunningStatement:
     blocked_since: int | None = None
     waited_ns: int = 0
     blockers: tuple[str, ...] = ()
+    blockers_seen: tuple[str, ...] = ()  # the union over the statement, in the order first reported
     lock: LockInfo | None = None
+    locks_seen: tuple[LockInfo, ...] = ()
     ever_blocked: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     blocked: asyncio.Event = field(default_factory=asyncio.Event)

@@ -85,9 +85,11 @@ def default_node(topology: str, session: str, index: int) -> str:
 class Expectation:
     """One thing a step must show once it completes.
 
-    ``key`` is one of: outcome, code, message, rows, row, tag, blocked_by,
-    completes_after, txn, skipped.  ``value`` is the text from the file (for
-    ``row`` the cells, split on ``|``).
+    ``key`` is one of: outcome, code, message, rows, row, rows_exactly, tag,
+    blocked_by, completes_after, txn, skipped, notice, lock, took.  ``value`` is
+    the text from the file (for ``row`` and ``rows_exactly`` the cells, split on
+    ``|``; for ``outcome`` one outcome or several joined by `` | ``; for ``took``
+    a ``TimeBound``).
     """
 
     key: str
@@ -97,9 +99,60 @@ class Expectation:
 
     def describe(self) -> str:
         scope = f"[{self.flavor}]" if self.flavor else ""
-        value = " | ".join(self.value) if isinstance(self.value, list) else self.value
+        if self.key == "rows_exactly":
+            value = "; ".join(" | ".join(row) for row in self.value)
+        else:
+            value = " | ".join(self.value) if isinstance(self.value, list) else self.value
         key = "expect" if self.key == "outcome" else self.key.replace("_", "-")
         return f"{key}{scope}: {value}"
+
+
+LOCK_KINDS = ("row", "relation", "virtualxid", "transactionid", "metadata", "advisory")
+"""What ``lock:`` may name: the kind of lock a step waited on, as the server reported it."""
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """``took: <= budget + 50ms``: a bound on a step's time, absolute or relative
+    to the wait budget in force for it."""
+
+    op: str  # <=, <, >=, >
+    ms: float  # the constant part
+    relative: bool  # budget + ms
+
+    def __str__(self) -> str:
+        if not self.relative:
+            return f"{self.op} {self.ms:g}ms"
+        if self.ms == 0:
+            return f"{self.op} budget"
+        sign = "+" if self.ms > 0 else "-"
+        return f"{self.op} budget {sign} {abs(self.ms):g}ms"
+
+    def limit(self, budget_ms: float | None) -> float | None:
+        if not self.relative:
+            return self.ms
+        return None if budget_ms is None else budget_ms + self.ms
+
+    def holds(self, took_ms: float, budget_ms: float | None) -> bool:
+        limit = self.limit(budget_ms)
+        if limit is None:
+            return False
+        return {"<=": took_ms <= limit, "<": took_ms < limit, ">=": took_ms >= limit, ">": took_ms > limit}[self.op]
+
+
+@dataclass
+class AcrossSteps:
+    """An expectation across steps: ``one-of: 5, 7 expect deadlock`` -- exactly one of
+    those steps ends with that outcome (which one is the server's choice)."""
+
+    steps: list[str]
+    outcome: str
+    flavor: str | None = None
+    line: int | None = None
+
+    def describe(self) -> str:
+        scope = f"[{self.flavor}]" if self.flavor else ""
+        return f"one-of{scope}: {', '.join(self.steps)} expect {self.outcome}"
 
 
 @dataclass
@@ -108,11 +161,24 @@ class Step:
     session: str
     sql: str
     expectations: list[Expectation] = field(default_factory=list)
+    variants: dict[str, str] = field(default_factory=dict)
+    """Per-engine SQL (``A[postgres]> ...;`` then ``A[mysql]> ...;``): flavor -> SQL.
+    Empty: ``sql`` runs everywhere.  With variants, ``sql`` is the first one."""
     note: str = ""
     """Narration shown before the step (prose between statements)."""
     comment: str = ""
     """A trailing ``-- comment`` on the step line, shown beside the statement."""
     line: int | None = None
+
+    def sql_for(self, flavor: str) -> str | None:
+        """The SQL this step runs on ``flavor`` (most specific variant wins:
+        mariadb/mysql8 > mysql); None when it has variants but none for ``flavor``."""
+        if not self.variants:
+            return self.sql
+        for key in (flavor, "mysql" if flavor in ("mariadb", "mysql8") else None):
+            if key in self.variants:
+                return self.variants[key]
+        return None
 
     def applicable(self, flavor: str) -> list[Expectation]:
         """The expectations that apply on ``flavor``.
@@ -190,9 +256,27 @@ class Scenario:
     sessions not named here sit where ``default_node`` puts them."""
     path: Path | None = None
     kind: str = "scenario"  # "scenario" or "isolation-spec"
+    across: list[AcrossSteps] = field(default_factory=list)
+    """Expectations across steps (``one-of: 5, 7 expect deadlock``)."""
     explicit_permutations: bool = True
     """Isolation specs: False when the spec gave no permutation lines and the
     reader filled in every interleaving."""
+
+    def for_flavor(self, flavor: str) -> "Scenario":
+        """This scenario as it runs on ``flavor``: every step's ``sql`` is its
+        variant for that flavor (steps without variants are shared unchanged)."""
+        if not any(step.variants for step in self.steps):
+            return self
+        import copy
+
+        out = copy.copy(self)
+        out.steps = []
+        for step in self.steps:
+            if step.variants:
+                step = copy.copy(step)
+                step.sql = step.sql_for(flavor) or step.sql
+            out.steps.append(step)
+        return out
 
     def session_names(self) -> list[str]:
         names = [s.name for s in self.sessions]
@@ -224,7 +308,8 @@ class Scenario:
     def changes_server_settings(self) -> bool:
         """Does a step run ALTER SYSTEM or reload the configuration?  Such a
         scenario runs only on servers lockrace started itself."""
-        return any(_SERVER_SETTINGS_SQL.search(step.sql) for step in self.steps)
+        return any(_SERVER_SETTINGS_SQL.search(sql) for step in self.steps
+                   for sql in [step.sql, *step.variants.values()])
 
     def runs_on(self, engine: str) -> bool:
         return engine in self.engines

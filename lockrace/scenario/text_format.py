@@ -40,7 +40,8 @@ import re
 from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
-from .model import ENGINES, FLAVORS, OUTCOMES, TOPOLOGIES, TXN_STATES, Expectation, Scenario, Step
+from .model import (ENGINES, FLAVORS, LOCK_KINDS, OUTCOMES, TOPOLOGIES, TXN_STATES, AcrossSteps, Expectation, Scenario,
+                    Step, TimeBound)
 
 HEADER_KEYS = ("title", "engines", "nodes", "source", "lesson", "setup", "teardown")
 EXPECT_KEYS = {
@@ -54,10 +55,17 @@ EXPECT_KEYS = {
     "completes-after": "completes_after",  # finishes only after step N ran
     "txn": "txn",  # transaction state afterwards
     "skipped": "skipped",  # how many rows SKIP LOCKED passed over
+    "rows-exactly": "rows_exactly",  # the whole result, in order: one line per row, cells split on |
+    "notice": "notice",  # a notice or warning the server sent contains this text
+    "lock": "lock",  # the kind of lock the step waited on (row, relation, virtualxid, ...)
+    "took": "took",  # a bound on the step's time: <= budget + 50ms, < 20ms
 }
 _KEY_NAMES = {v: k for k, v in EXPECT_KEYS.items()}
 
-_STEP_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]{0,15})>\s?(.*)$")
+_STEP_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]{0,15})(?:\[([a-z0-9]+)\])?>\s?(.*)$")
+_TOOK_RE = re.compile(r"^(<=|<|>=|>)\s*(?:(budget)(?:\s*([+-])\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s))?"
+                      r"|([0-9]+(?:\.[0-9]+)?)\s*(ms|s))$")
+_ONE_OF_RE = re.compile(r"^([0-9]+(?:\s*,\s*[0-9]+)+)\s+expect\s+([a-z_]+)$")
 _KEY_RE = re.compile(r"^([a-z][a-z-]*)(?:\[([a-z0-9]+)\])?:\s?(.*)$")
 
 
@@ -103,7 +111,20 @@ class _Parser:
                 raise self.error(lineno, "indented line outside a header block or step")
             m = _STEP_RE.match(raw)
             if m and not _KEY_RE.match(raw):
-                step = self._step(m.group(1), m.group(2), lineno)
+                session, flavor = m.group(1), m.group(2)
+                if flavor is not None and flavor not in FLAVORS:
+                    raise self.error(lineno, f"unknown flavor '{flavor}' (known: {', '.join(FLAVORS)})")
+                step = self._step(session, m.group(3), lineno)
+                last = sc.steps[-1] if sc.steps else None
+                if flavor is not None and last is not None and last.variants and last.session == session \
+                        and not last.expectations and not pending_note and flavor not in last.variants:
+                    # A[postgres]> ...;  A[mysql]> ...;  one step, its SQL per engine
+                    last.variants[flavor] = step.sql
+                    if step.comment and not last.comment:
+                        last.comment = step.comment
+                    continue
+                if flavor is not None:
+                    step.variants[flavor] = step.sql
                 step.note = "\n".join(pending_note)
                 pending_note = []
                 sc.steps.append(step)
@@ -116,6 +137,9 @@ class _Parser:
                 continue
             if key == "note":
                 pending_note.append(self._block(value))
+                continue
+            if key == "one-of":
+                self._one_of(value, flavor, lineno)
                 continue
             if key not in HEADER_KEYS:
                 if key in EXPECT_KEYS:
@@ -156,6 +180,7 @@ class _Parser:
         if not sc.engines:
             raise self.error(1, f"missing 'engines:' ({', '.join(ENGINES)})")
         self._check_references()
+        self._check_variants()
         self._check_nodes()
         for name in sc.session_names():
             sc.session(name)
@@ -221,8 +246,33 @@ class _Parser:
         field_name = EXPECT_KEYS[key]
         parsed: object = value
         if field_name == "outcome":
-            if value not in OUTCOMES:
-                raise self.error(lineno, f"unknown outcome '{printable(value)}' (known: {', '.join(OUTCOMES)})")
+            for one in (v.strip() for v in value.split("|")):
+                if one not in OUTCOMES:
+                    raise self.error(lineno, f"unknown outcome '{printable(one)}' (known: {', '.join(OUTCOMES)})")
+            parsed = " | ".join(v.strip() for v in value.split("|"))
+        elif field_name == "rows_exactly":
+            # one line per row, in order: the lines together are the whole result
+            cells = [cell.strip() for cell in value.split("|")]
+            if value.strip() == "":
+                raise self.error(lineno, "'rows-exactly' needs a row (cells split on |); an empty result is 'rows: 0'")
+            for exp in step.expectations:
+                if exp.key == "rows_exactly" and exp.flavor == flavor:
+                    exp.value.append(cells)
+                    return
+            parsed = [cells]
+        elif field_name == "lock":
+            if value not in LOCK_KINDS:
+                raise self.error(lineno, f"lock must be one of: {', '.join(LOCK_KINDS)}, got {printable(value)!r}")
+        elif field_name == "took":
+            tm = _TOOK_RE.match(value)
+            if not tm:
+                raise self.error(lineno, f"took: expected a bound like '<= budget + 50ms' or '< 20ms', got {value!r}")
+            op = tm.group(1)
+            if tm.group(2):
+                ms = float(tm.group(4) or 0) * (1000 if tm.group(5) == "s" else 1) * (-1 if tm.group(3) == "-" else 1)
+                parsed = TimeBound(op, ms, True)
+            else:
+                parsed = TimeBound(op, float(tm.group(6)) * (1000 if tm.group(7) == "s" else 1), False)
         elif field_name in ("rows", "skipped", "completes_after"):
             if not re.fullmatch(r"[0-9]+", value):  # ASCII digits only: str.isdigit() takes '²' too
                 raise self.error(lineno, f"'{key}' needs a whole number (digits 0-9), got {value!r}")
@@ -242,6 +292,34 @@ class _Parser:
         elif not value:
             raise self.error(lineno, f"'{key}' needs a value")
         step.expectations.append(Expectation(field_name, parsed, flavor, lineno))
+
+    def _one_of(self, value: str, flavor: str | None, lineno: int) -> None:
+        if flavor is not None and flavor not in FLAVORS:
+            raise self.error(lineno, f"unknown flavor '{flavor}' (known: {', '.join(FLAVORS)})")
+        m = _ONE_OF_RE.match(value)
+        if not m:
+            raise self.error(lineno, f"one-of: expected 'STEP, STEP expect OUTCOME' (e.g. '5, 7 expect deadlock'),"
+                                     f" got {value[:40]!r}")
+        steps = [s.strip() for s in m.group(1).split(",")]
+        outcome = m.group(2)
+        if outcome not in OUTCOMES:
+            raise self.error(lineno, f"unknown outcome '{printable(outcome)}' (known: {', '.join(OUTCOMES)})")
+        if len(set(steps)) != len(steps):
+            raise self.error(lineno, "one-of: a step is named twice")
+        self.scenario.across.append(AcrossSteps(steps, outcome, flavor, lineno))
+
+    def _check_variants(self) -> None:
+        """A step with per-engine SQL needs a variant for every engine the scenario runs on."""
+        for step in self.scenario.steps:
+            if not step.variants:
+                continue
+            for engine in self.scenario.engines:
+                base = "postgres" if engine in ("postgres", "postgres-standby") else "mysql"
+                flavors = ["postgres"] if base == "postgres" else ["mariadb", "mysql8"]
+                for flavor in flavors:
+                    if step.sql_for(flavor) is None:
+                        raise self.error(step.line, f"step {step.name} has per-engine SQL but none for {flavor}"
+                                                    f" (add {step.session}[{'postgres' if base == 'postgres' else 'mysql'}]> ...;)")
 
     def _nodes(self, block: str, lineno: int) -> dict[str, str]:
         """``A=node1 B=node1 C=node2`` (spaces or commas between pairs)."""
@@ -279,6 +357,10 @@ class _Parser:
     def _check_references(self) -> None:
         count = len(self.scenario.steps)
         names = set(self.scenario.session_names())
+        for across in self.scenario.across:
+            for name in across.steps:
+                if not 1 <= int(name) <= count:
+                    raise self.error(across.line, f"one-of: no step {name} (steps are 1 to {count})")
         for step in self.scenario.steps:
             for exp in step.expectations:
                 if exp.key == "completes_after" and not int(step.name) < exp.value <= count:
@@ -328,20 +410,28 @@ def write_scenario(sc: Scenario) -> str:
     for step in sc.steps:
         if step.note:
             out.extend(_value("note", step.note))
-        sql = step.sql if step.sql.rstrip().endswith(";") else step.sql.rstrip() + ";"
-        first, *rest = sql.splitlines()
-        comment = f"  -- {step.comment}" if step.comment else ""
-        if rest:
-            out.append(f"{step.session}> {first}")
-            out.extend(rest[:-1])
-            out.append(rest[-1] + comment)
-        else:
-            out.append(f"{step.session}> {first}{comment}")
+        variants = list(step.variants.items()) or [(None, step.sql)]
+        for n, (flavor, text) in enumerate(variants):
+            sql = text if text.rstrip().endswith(";") else text.rstrip() + ";"
+            first, *rest = sql.splitlines()
+            comment = f"  -- {step.comment}" if step.comment and n == 0 else ""
+            prompt = f"{step.session}[{flavor}]>" if flavor else f"{step.session}>"
+            if rest:
+                out.append(f"{prompt} {first}")
+                out.extend(rest[:-1])
+                out.append(rest[-1] + comment)
+            else:
+                out.append(f"{prompt} {first}{comment}")
         for exp in step.expectations:
             key = _KEY_NAMES[exp.key]
             scope = f"[{exp.flavor}]" if exp.flavor else ""
+            if exp.key == "rows_exactly":
+                out.extend(f"    {key}{scope}: {' | '.join(row)}" for row in exp.value)
+                continue
             value = " | ".join(exp.value) if isinstance(exp.value, list) else exp.value
             out.append(f"    {key}{scope}: {value}")
+    for across in sc.across:
+        out.append(across.describe())
     if sc.epilogue:
         out.extend(_value("note", sc.epilogue))
     return "\n".join(out) + "\n"
