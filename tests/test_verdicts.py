@@ -28,3 +28,57 @@ async def test_blocked_by_is_the_union_over_the_step(engine, pg_backend, mysql_b
     d = report.records[4]
     assert d.result.blocked_by == ("C",)  # the last report: only C
     assert set(d.result.blockers_seen) == {"B", "C"}
+
+
+async def test_skip_locked_counts_only_what_others_lock(engine, pg_backend, mysql_backend):
+    # A's own uncommitted DELETE is not a skipped row (both engines); a row B is
+    # still inserting is skipped by MariaDB's SKIP LOCKED (NOWAIT on it is refused)
+    # and counted, while PostgreSQL does not see it at all.
+    backend = pg_backend if engine == "postgres" else mysql_backend
+    report = await _run(backend, "skip-own-and-inserting.race")
+    assert report.failures == []
+    assert report.records[2].result.skipped_rows == 0
+    assert report.records[6].result.skipped_rows == (0 if engine == "postgres" else 1)
+
+
+async def test_skip_locked_names_real_holders_and_foreign_ones(mysql_backend):
+    # On a shared MariaDB: A holds row 1, a foreign client (a plain PyMySQL
+    # connection, not a lockrace session) holds row 2 in the sandbox, another
+    # foreign client holds a row in another database, and B only waits (for
+    # A's row 1).  C's SKIP LOCKED passes over rows 1 and 2: holders are A and
+    # the foreign client by thread, never B nor the client of the other database.
+    import asyncio
+
+    import pymysql
+
+    backend = mysql_backend
+    target = backend.target
+    other_db = f"{backend.sandbox}_other"
+    await backend.reset_sandbox()
+    await backend.run_admin(["CREATE TABLE jobs (id int PRIMARY KEY, task varchar(20)) ENGINE=InnoDB",
+                             "INSERT INTO jobs VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+                             f"CREATE DATABASE IF NOT EXISTS `{other_db}`",
+                             f"CREATE TABLE IF NOT EXISTS `{other_db}`.t (id int PRIMARY KEY) ENGINE=InnoDB",
+                             f"INSERT IGNORE INTO `{other_db}`.t VALUES (1)"])
+    inside = pymysql.connect(**target.mysql_kwargs, database=backend.sandbox, autocommit=True)
+    outside = pymysql.connect(**target.mysql_kwargs, database=other_db, autocommit=True)
+    race = await Race(backend, ["A", "B", "C"]).open()
+    try:
+        inside.query("BEGIN")
+        inside.query("SELECT * FROM jobs WHERE id = 2 FOR UPDATE")
+        outside.query("BEGIN")
+        outside.query("SELECT * FROM t WHERE id = 1 FOR UPDATE")
+        assert (await race.run("A", "BEGIN")).outcome == "ok"
+        assert (await race.run("A", "SELECT * FROM jobs WHERE id = 1 FOR UPDATE")).outcome == "ok"
+        assert (await race.run("B", "BEGIN")).outcome == "ok"
+        waiting = race.submit("B", "SELECT * FROM jobs WHERE id = 1 FOR UPDATE")
+        assert await race.wait_blocked_or_done(waiting, 5) and waiting.result is None
+        await asyncio.sleep(0.15)  # InnoDB's lock views refresh at most every 100 ms
+        res = await race.run("C", "SELECT * FROM jobs ORDER BY id FOR UPDATE SKIP LOCKED")
+        assert res.outcome == "skipped" and res.skipped_rows == 2
+        assert res.skipped_from == ("A", f"another client (thread {inside.thread_id()})")
+    finally:
+        await race.close()
+        inside.close()
+        outside.close()
+        await backend.run_admin([f"DROP DATABASE IF EXISTS `{other_db}`"])

@@ -87,9 +87,15 @@ class MonitorConnection(ABC):
     async def plain_read(self, sql: str) -> list[tuple] | None:
         """Run a non-locking read for SKIP LOCKED accounting; None if it cannot."""
 
+    async def skip_reads(self, sql: str) -> tuple[list[tuple] | None, list[tuple] | None]:
+        """For SKIP LOCKED accounting on the monitor: (the read as committed, the read
+        of the rows' newest versions or None)."""
+        return await self.plain_read(sql), None
+
     @abstractmethod
     async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
-        """Backends other than ``exclude`` holding row locks on ``table``."""
+        """Backends other than ``exclude`` holding row locks on ``table`` (not
+        those that only wait for one)."""
 
     async def refusal_holders(self, sql: str, message: str, exclude: int) -> tuple[int, ...] | None:
         """Right after a NOWAIT refusal: the other backends holding locks on the table it
@@ -189,6 +195,40 @@ def count_skipped(plain: list[tuple], got: list[tuple], limit: int | None) -> in
     every row it did not return was skipped; otherwise only the rows ordered
     before the last row it returned.
     """
+    return len(_passed_over(plain, got, limit))
+
+
+def count_passed_over(seen: list[tuple], got: list[tuple], limit: int | None,
+                      latest: list[tuple] | None = None, own_changes: int = 0) -> int:
+    """Rows a SKIP LOCKED read passed over because other transactions lock them.
+
+    ``seen``: the same read without locking, as this session sees the rows (its
+    own uncommitted changes included, PostgreSQL) or as committed (MariaDB's
+    monitor).  ``latest`` (MariaDB): the same read at READ UNCOMMITTED, the rows'
+    newest versions, where rows another transaction is still inserting appear
+    (InnoDB's locking read finds them and skips them) and rows this session
+    deleted are gone.  A row in both that was not returned was skipped; a row
+    in only one of them is one side of an uncommitted change, counted once
+    (an update shows its old row in ``seen`` and its new one in ``latest``).
+    Rows only in ``seen`` are deleted by someone: counted only when this
+    session changed no rows itself (``own_changes``), since InnoDB does not
+    say whose uncommitted delete a row carries.
+    """
+    old = _passed_over(seen, got, limit)
+    if latest is None:
+        return len(old)
+    new = _passed_over(latest, got, limit)
+    rest = list(new)
+    both = 0
+    for row in old:
+        if row in rest:
+            rest.remove(row)
+            both += 1
+    only_old = len(old) - both if own_changes == 0 else 0
+    return both + max(only_old, len(rest))
+
+
+def _passed_over(plain: list[tuple], got: list[tuple], limit: int | None) -> list[tuple]:
     remaining = list(got)
     if limit is None or len(got) < limit:
         candidates = plain
@@ -201,13 +241,13 @@ def count_skipped(plain: list[tuple], got: list[tuple], limit: int | None) -> in
                     cut = idx
                     break
         candidates = plain[:cut]
-    skipped = 0
+    passed = []
     for row in candidates:
         if row in remaining:
             remaining.remove(row)
         else:
-            skipped += 1
-    return skipped
+            passed.append(row)
+    return passed
 
 
 def mysql_tag(sql: str, rowcount: int, has_rows: bool, nrows: int) -> str:

@@ -274,6 +274,10 @@ class MySQLMonitor(MonitorConnection):
             cur.execute(sql, args)
             return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
+        return await self._call(work)
+
+    async def _call(self, work):
+        """Run ``work`` (blocking, on the monitor connection) in a worker thread, one at a time."""
         await self.lock.acquire()
         try:
             call = asyncio.ensure_future(_run(work))
@@ -417,15 +421,40 @@ class MySQLMonitor(MonitorConnection):
                 )
                 return RowLockHolders(tuple(sorted(int(r[0]) for r in rows)), None)
             # MariaDB lists a transaction's locks only while someone waits on them;
-            # INNODB_TRX still says which transactions hold row locks.
+            # INNODB_TRX still says which transactions hold row locks.  One that is
+            # itself waiting (LOCK WAIT) is counted by its lock request, not by a lock
+            # it holds; a client working in another database holds none of ours.
             rows = await self._innodb_query(
-                "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX"
-                " WHERE trx_rows_locked > 0 AND trx_mysql_thread_id <> %s",
-                (exclude,),
+                "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t"
+                " JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id"
+                " WHERE t.trx_rows_locked > 0 AND t.trx_state <> 'LOCK WAIT' AND t.trx_mysql_thread_id <> %s"
+                " AND p.DB = %s",
+                (exclude, self.sandbox),
             )
             return RowLockHolders(tuple(sorted(int(r[0]) for r in rows)), None)
         except pymysql.MySQLError:
             return RowLockHolders((), None)
+
+    async def skip_reads(self, sql: str) -> tuple[list[tuple] | None, list[tuple] | None]:
+        """The read as committed and the read at READ UNCOMMITTED (rows others are
+        still inserting appear there: InnoDB's SKIP LOCKED skips them)."""
+
+        def work():
+            cur = self.conn.cursor()
+            cur.execute(sql)
+            committed = [tuple(r) for r in cur.fetchall()]
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+            try:
+                cur.execute(sql)
+                latest = [tuple(r) for r in cur.fetchall()]
+            finally:
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            return committed, latest
+
+        try:
+            return await self._call(work)
+        except pymysql.MySQLError:
+            return None, None
 
     async def connected_idents(self, idents: list[int]) -> set[int]:
         if not idents:

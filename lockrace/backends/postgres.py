@@ -364,7 +364,9 @@ class PostgresMonitor(MonitorConnection):
                 return RowLockHolders(tuple(pids), count)
             cur = await self.conn.execute(
                 "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'relation' AND relation = to_regclass(%s)"
-                " AND granted AND mode IN ('RowShareLock', 'RowExclusiveLock') AND pid <> %s",
+                " AND granted AND mode IN ('RowShareLock', 'RowExclusiveLock') AND pid <> %s"
+                # a session that only waits for a row holds RowShareLock too: not a holder
+                " AND cardinality(pg_blocking_pids(pid)) = 0",
                 [table, exclude],
             )
             return RowLockHolders(tuple(sorted(p for (p,) in await cur.fetchall())), None)

@@ -19,7 +19,7 @@ import re
 from time import perf_counter_ns
 from typing import Callable, Iterable
 
-from ..backends.base import Backend, ConnectError, MonitorConnection, count_skipped, skip_probe
+from ..backends.base import Backend, ConnectError, MonitorConnection, count_passed_over, skip_probe
 from .events import (
     STANDBY_BUDGET,
     Event,
@@ -46,6 +46,8 @@ _PG_PREPARE = re.compile(r"\bPREPARE\s+TRANSACTION\s+('(?:[^']|'')*')", re.IGNOR
 _PG_FINISH_PREPARED = re.compile(r"\b(?:COMMIT|ROLLBACK)\s+PREPARED\s+('(?:[^']|'')*')", re.IGNORECASE)
 _XA_PREPARE = re.compile(r"\bXA\s+PREPARE\s+([^;]+?)\s*(?:;|$)", re.IGNORECASE)
 _XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE)?\s*(?:;|$)", re.IGNORECASE)
+
+_WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
 
 _TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connections|connection limit", re.IGNORECASE)
 
@@ -334,6 +336,10 @@ class Race:
         # The session stays busy until its state is read back: one connection,
         # one request at a time (PyMySQL connections are not thread-safe).
         await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
+        if session.txn == "idle":
+            session.wrote_in_txn = False
+        elif _WRITES.match(stmt.sql) and (result.outcome == "ok" or result.result_sets):
+            session.wrote_in_txn = True  # its uncommitted changes: no skipped rows for its own reads
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
@@ -433,6 +439,13 @@ class Race:
         stmt.blocked.set()  # wake anyone waiting for "blocked or done"
 
     async def _account_skipped(self, session: Session, sql_text: str, result: StatementResult) -> None:
+        """How many rows the SKIP LOCKED read passed over because others lock them,
+        and who holds them.  PostgreSQL: the same read without its locking clause,
+        on the session's own connection (its own uncommitted deletes are no
+        skipped rows; the read changes nothing there: its snapshot is already
+        taken).  MariaDB/MySQL: on the monitor, as committed and at READ
+        UNCOMMITTED (a plain read in the session would fix an InnoDB
+        REPEATABLE READ snapshot the session has not taken yet)."""
         probe = skip_probe(sql_text)
         monitor = self.monitor_for(session)
         if probe is None or monitor is None:
@@ -440,13 +453,20 @@ class Race:
         sql, limit, table = probe
         try:
             # bounded here too: the monitor's own limits need a server that answers
-            plain = await _within(monitor.plain_read(sql), CANCEL_S)
-            if plain is None:
+            if self.backend.engine == "postgres":
+                mine = await _within(session.conn.execute(sql), CANCEL_S)
+                if mine.outcome != "ok":
+                    return
+                seen, latest, own = mine.rows, None, 0
+            else:
+                seen, latest = await _within(monitor.skip_reads(sql), CANCEL_S)
+                own = int(session.wrote_in_txn)
+            if seen is None:
                 return
-            result.skipped_rows = count_skipped(plain, result.rows, limit)
+            result.skipped_rows = count_passed_over(seen, result.rows, limit, latest, own)
             if result.skipped_rows and table:
                 holders = await _within(monitor.row_lock_holders(table, session.ident), CANCEL_S)
-                result.skipped_from = tuple(sorted(self.name_of(i, session.node) for i in holders.holders))
+                result.skipped_from = tuple(sorted(self.holder_name(i, session.node) for i in holders.holders))
         except asyncio.TimeoutError:
             self.emit(ServerNote(session.name, perf_counter_ns(), "could not count skipped rows: the server did not answer",
                                  "warning", node=session.node))
@@ -456,6 +476,15 @@ class Race:
                                  node=session.node))
             return
         result.outcome = with_skip(result.outcome, sql_text, result.skipped_rows)
+
+    def holder_name(self, ident: int, node: str = "") -> str:
+        """A lock holder by name: a session of this race, or another client (foreign)."""
+        name = self.name_of(ident, node)
+        if name in self.sessions:
+            return name
+        if self.nodes is not None and not re.match(r"(pid|thread) \d+", name):
+            return name  # a cluster's own process (replay, a node's applier)
+        return f"another client ({name})"
 
     async def _ask_holders(self, session: Session, sql_text: str, result: StatementResult) -> None:
         """A refusal names no holder: ask the server's lock views at once who holds locks on that table."""

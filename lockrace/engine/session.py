@@ -44,6 +44,7 @@ class Session:
         self.txn = "idle"
         self.budgets: tuple[Budget, ...] = ()
         self.last: StatementResult | None = None
+        self.wrote_in_txn = False  # an INSERT/UPDATE/DELETE ran in the open transaction
 
     @property
     def ident(self) -> int:
