@@ -82,3 +82,16 @@ async def test_skip_locked_names_real_holders_and_foreign_ones(mysql_backend):
         inside.close()
         outside.close()
         await backend.run_admin([f"DROP DATABASE IF EXISTS `{other_db}`"])
+
+
+async def test_mariadb_zero_lock_wait_timeout_is_a_refusal(mysql_backend):
+    # 1205 at once under innodb_lock_wait_timeout = 0 (SET SESSION or SET STATEMENT)
+    # is a refusal; the budget shown is the one in force: SET STATEMENT's, and
+    # lock_wait_timeout (not innodb's) for a metadata-lock wait.
+    report = await _run(mysql_backend, "mariadb-zero-timeout.race")
+    assert report.failures == []
+    budgets = {rec.step.name: rec.result.budget for rec in report.records}
+    assert budgets["4"].name == "innodb_lock_wait_timeout = 0"
+    assert budgets["6"].name == "SET STATEMENT innodb_lock_wait_timeout = 0"
+    assert (budgets["7"].name, budgets["7"].ms) == ("SET STATEMENT innodb_lock_wait_timeout", 1000)
+    assert (budgets["9"].name, budgets["9"].ms) == ("lock_wait_timeout", 1000)

@@ -319,6 +319,10 @@ class Race:
         if result.outcome == "recovery_conflict":
             # a hot standby ended it for holding up replay: that budget applied, not a lock wait's
             result.budget = next((b for b in session.budgets if b.name == STANDBY_BUDGET), result.budget)
+        if result.outcome == "timed_out" and result.code == "1205" and result.budget is not None \
+                and result.budget.ms == 0:
+            # innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0): the server did not wait at all
+            result.outcome = "refused"
         if result.outcome == "ok" and asks_skip_locked(stmt.sql):
             await self._account_skipped(session, stmt.sql, result)
         elif result.outcome == "refused":
@@ -587,6 +591,9 @@ class Race:
                 blockers = tuple(report.process_names.get(i) or self.name_of(i, s.node) for i in report.blockers)
                 if report.budget is not None:
                     stmt.budget = report.budget
+                elif report.lock is not None and report.lock.kind == "metadata" and self.backend.engine == "mysql":
+                    # a metadata-lock wait is bounded by lock_wait_timeout, whatever the statement
+                    stmt.budget = s.budget_for(stmt.sql, metadata=True)
                 shown = report.lock.describe() if report.lock else None  # a report says news only if its words change
                 if stmt.blocked_since is None or (blockers and blockers != stmt.blockers) or (
                         shown is not None and shown != (stmt.lock.describe() if stmt.lock else None)):

@@ -12,6 +12,8 @@ from .events import Budget, LockInfo, StatementResult
 from .outcome import asks_nowait, wait_seconds
 
 _PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
+_SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_ASSIGNMENT = re.compile(r"(\w+)\s*=\s*([0-9.]+)")
 _DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
 
 
@@ -54,9 +56,28 @@ class Session:
     def busy(self) -> bool:
         return self.running is not None
 
-    def budget_for(self, sql: str) -> Budget | None:
-        """The wait budget that will end a lock wait of this statement, if any."""
+    def budget_for(self, sql: str, metadata: bool = False) -> Budget | None:
+        """The wait budget that will end a lock wait of this statement, if any.
+
+        MariaDB/MySQL: ``SET STATEMENT var = n FOR ...`` overrides the session's
+        value for that statement; a metadata-lock wait (DDL, or any statement
+        the server reported waiting on one: ``metadata``) is bounded by
+        lock_wait_timeout, a row wait by innodb_lock_wait_timeout; either at 0
+        means no wait at all (a refusal), shown as ``name = 0``.
+        """
+        values = {b.name: b.ms for b in self.budgets}
+        prefix = ""
         if self.flavor != "postgres":
+            m = _SET_STATEMENT.match(sql)
+            if m:
+                for name, value in _ASSIGNMENT.findall(m.group(1)):
+                    try:
+                        seconds = float(value)
+                    except ValueError:
+                        continue
+                    values[name.lower()] = seconds if name.lower() == "max_execution_time" else seconds * 1000
+                prefix = "SET STATEMENT "
+                sql = m.group(2)
             if asks_nowait(sql):
                 return Budget("NOWAIT", 0.0)
             wait = wait_seconds(sql)
@@ -66,14 +87,15 @@ class Session:
                 return Budget(label, seconds * 1000.0)
         elif _PG_LOCK_TABLE.match(sql) and asks_nowait(sql):
             return Budget("NOWAIT", 0.0)  # LOCK ... NOWAIT refuses the table lock at once
-        values = {b.name: b.ms for b in self.budgets}
         if self.flavor == "postgres":
             names = ["lock_timeout", "statement_timeout"]
-        elif _DDL.match(sql):
-            names = ["lock_wait_timeout", "max_statement_time", "max_execution_time"]
         else:
-            names = ["innodb_lock_wait_timeout", "max_statement_time", "max_execution_time"]
-        candidates = [Budget(n, values[n]) for n in names if values.get(n, 0) > 0]
+            lock_budget = "lock_wait_timeout" if metadata or _DDL.match(sql) else "innodb_lock_wait_timeout"
+            if values.get(lock_budget) == 0:  # no wait at all: the server refuses at once
+                return Budget(f"{prefix}{lock_budget} = 0", 0.0)
+            names = [lock_budget, "max_statement_time", "max_execution_time"]
+        candidates = [Budget(prefix + n if prefix and m and re.search(rf"\b{n}\b", m.group(1), re.IGNORECASE) else n,
+                             values[n]) for n in names if values.get(n, 0) > 0]
         if not candidates:
             return None
         return min(candidates, key=lambda b: b.ms)
