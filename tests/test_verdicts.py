@@ -95,3 +95,60 @@ async def test_mariadb_zero_lock_wait_timeout_is_a_refusal(mysql_backend):
     assert budgets["6"].name == "SET STATEMENT innodb_lock_wait_timeout = 0"
     assert (budgets["7"].name, budgets["7"].ms) == ("SET STATEMENT innodb_lock_wait_timeout", 1000)
     assert (budgets["9"].name, budgets["9"].ms) == ("lock_wait_timeout", 1000)
+
+
+async def _mdl_race(mysql_server, has_mdl_info: bool):
+    from lockrace.backends import open_backend
+
+    backend = await open_backend(mysql_server)
+    # A server without the METADATA_LOCK_INFO plugin answers the same processlist: not
+    # asking the plugin on this (private) server is what such a server leaves us with.
+    backend.has_mdl_info = has_mdl_info
+    await backend.reset_sandbox()
+    await backend.run_admin(["CREATE TABLE t (id int PRIMARY KEY, v int) ENGINE=InnoDB", "INSERT INTO t VALUES (1, 0)"])
+    return backend, await Race(backend, ["A", "B", "C"]).open()
+
+
+async def test_metadata_wait_names_the_holder_without_the_plugin(mysql_server):
+    backend, race = await _mdl_race(mysql_server, has_mdl_info=False)
+    try:
+        await race.run("A", "BEGIN")
+        await race.run("A", "SELECT * FROM t")  # A's open transaction holds a metadata lock on t
+        await race.run("B", "SET SESSION lock_wait_timeout = 1")
+        res = await race.run("B", "ALTER TABLE t ADD COLUMN w int")
+        assert res.outcome == "timed_out"
+        assert res.blockers_seen == ("A",) and res.lock.kind == "metadata" and res.lock.relation == "t"
+        assert res.budget.name == "lock_wait_timeout"
+        await race.run("A", "COMMIT")
+        # nobody in the race holds it (a client lockrace does not know): said plainly
+        import pymysql
+
+        other = pymysql.connect(**mysql_server.mysql_kwargs, database=backend.sandbox, autocommit=True)
+        try:
+            other.query("BEGIN")
+            other.query("SELECT * FROM t")
+            res = await race.run("B", "ALTER TABLE t ADD COLUMN w int")
+            assert res.outcome == "timed_out"
+            assert res.blockers_seen == ("an unnamed holder (the server does not tell who holds it:"
+                                         " no METADATA_LOCK_INFO plugin)",)
+        finally:
+            other.close()
+    finally:
+        await race.close()
+        await backend.reset_sandbox()
+
+
+async def test_flush_tables_with_read_lock_names_its_holder(mysql_server):
+    for plugin in (True, False):
+        backend, race = await _mdl_race(mysql_server, has_mdl_info=plugin)
+        try:
+            assert (await race.run("A", "FLUSH TABLES WITH READ LOCK")).outcome == "ok"
+            await race.run("B", "SET SESSION lock_wait_timeout = 1")
+            res = await race.run("B", "UPDATE t SET v = 1 WHERE id = 1")
+            assert res.outcome == "timed_out", res
+            assert res.blockers_seen == ("A",), (plugin, res.blockers_seen, res.lock)
+            assert res.budget.name == "lock_wait_timeout"
+            await race.run("A", "UNLOCK TABLES")
+        finally:
+            await race.close()
+            await backend.reset_sandbox()

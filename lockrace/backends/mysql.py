@@ -250,6 +250,15 @@ WHERE ID <> %s AND STATE LIKE 'Waiting for table metadata lock'
 """
 
 
+_WAITED_TABLE = re.compile(r"\b(?:FROM|UPDATE|INTO|TABLE|TABLES|JOIN)\s+(?:`?\w+`?\.)?`?([A-Za-z_][\w$]*)`?", re.IGNORECASE)
+
+
+def _waited_table(info: str | None) -> str:
+    """The first table a statement names (a metadata-lock waiter's SQL)."""
+    m = _WAITED_TABLE.search(info or "")
+    return m.group(1) if m else ""
+
+
 def _table_name(raw: str | None) -> str:
     """`lockrace`.`accounts` -> accounts"""
     if not raw:
@@ -369,6 +378,12 @@ class MySQLMonitor(MonitorConnection):
                 )
                 holders = tuple(sorted({int(r[1]) for r in found}))
                 table = found[0][2] if found else ""
+            elif self.has_mdl_info and re.search(r"global read|backup", str(state), re.IGNORECASE):
+                # FLUSH TABLES WITH READ LOCK holds the backup lock in its FTWRL modes
+                found = await self._query(
+                    "SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO"
+                    " WHERE LOCK_MODE LIKE 'MDL_BACKUP_FTWRL%%' AND THREAD_ID <> %s", (ident,))
+                holders = tuple(sorted(int(r[0]) for r in found))
             elif self.has_mdl_info:
                 found = await self._query(
                     "SELECT DISTINCT THREAD_ID, TABLE_NAME FROM information_schema.METADATA_LOCK_INFO"
@@ -386,6 +401,8 @@ class MySQLMonitor(MonitorConnection):
                     ahead = tuple(sorted(int(t) for t, q in queued
                                          if re.search(rf"\b{re.escape(table.lower())}\b", (q or "").lower())))
                     holders = ahead or holders
+            if not table and not re.search(r"global read|backup", str(state), re.IGNORECASE):
+                table = _waited_table(info)  # the server names no table without the plugin: the statement does
             reports[int(ident)] = WaitReport(int(ident), holders, LockInfo("metadata", "", table, str(state)))
         return reports
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 # waiting for one is "blocked by" it.  Scenarios write it as ``blocked-by: replay``.
 REPLAY_PROCESS = "the startup process (replay)"
 REPLAY_ALIAS = "replay"
+# A MariaDB metadata-lock wait whose holder nobody can name: the server lists granted
+# metadata locks only through the METADATA_LOCK_INFO plugin.
+NO_MDL_INFO = "an unnamed holder (the server does not tell who holds it: no METADATA_LOCK_INFO plugin)"
 # ... and cancels a standby query that holds up replay for longer than this.
 STANDBY_BUDGET = "max_standby_streaming_delay"
 

@@ -21,6 +21,7 @@ from typing import Callable, Iterable
 
 from ..backends.base import Backend, ConnectError, MonitorConnection, count_passed_over, skip_probe
 from .events import (
+    NO_MDL_INFO,
     STANDBY_BUDGET,
     Event,
     ServerNote,
@@ -340,6 +341,8 @@ class Race:
         # The session stays busy until its state is read back: one connection,
         # one request at a time (PyMySQL connections are not thread-safe).
         await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
+        if self.backend.engine == "mysql":
+            _track_metadata(session, stmt.sql, result)
         if session.txn == "idle":
             session.wrote_in_txn = False
         elif _WRITES.match(stmt.sql) and (result.outcome == "ok" or result.result_sets):
@@ -555,6 +558,24 @@ class Race:
         what = f"pid {ident}" if self.backend.engine == "postgres" else f"thread {ident}"
         return f"{what} on {node}" if node else what
 
+    def _metadata_holders(self, waiter: Session, lock, per_node_monitor=None) -> tuple[str, ...]:
+        """A metadata-lock wait whose holder the server's views did not name: the sessions
+        of this race that hold it as far as their own statements tell (FLUSH TABLES WITH
+        READ LOCK, LOCK TABLES, an open transaction that touched the table); else say
+        plainly that the server does not tell."""
+        state = (lock.detail or "").lower()
+        others = [x for x in self.sessions.values() if x is not waiter and x.node == waiter.node]
+        if "global read" in state or "backup" in state:
+            found = [x.name for x in others if x.global_read_lock]
+        else:
+            table = (lock.relation or "").lower()
+            found = [x.name for x in others if table and (table in x.locked_tables or table in x.tables_in_txn)]
+        if found:
+            return tuple(found)
+        if per_node_monitor is not None and getattr(per_node_monitor, "has_mdl_info", True) is False:
+            return (NO_MDL_INFO,)
+        return ()
+
     async def _node_waits(self, node: str, sessions: list[Session]):
         monitor = self.monitors.get(node, self.monitor)
         if monitor is None:
@@ -589,6 +610,10 @@ class Race:
             if report is not None:
                 # a blocker that is a server process (the startup process on a hot standby) by its name
                 blockers = tuple(report.process_names.get(i) or self.name_of(i, s.node) for i in report.blockers)
+                if not blockers and report.lock is not None and report.lock.kind == "metadata" \
+                        and self.backend.engine == "mysql":
+                    blockers = self._metadata_holders(s, report.lock, per_node_monitor=self.monitors.get(s.node,
+                                                                                                        self.monitor))
                 if report.budget is not None:
                     stmt.budget = report.budget
                 elif report.lock is not None and report.lock.kind == "metadata" and self.backend.engine == "mysql":
@@ -706,6 +731,31 @@ async def _within(aw, timeout: float):
         task.add_done_callback(_consume)
         raise asyncio.TimeoutError
     return task.result()
+
+
+_FTWRL = re.compile(r"^\s*FLUSH\s+TABLES?\s+WITH\s+READ\s+LOCK\b", re.IGNORECASE)
+_UNLOCK_TABLES = re.compile(r"^\s*UNLOCK\s+TABLES?\b", re.IGNORECASE)
+_LOCK_TABLES = re.compile(r"^\s*LOCK\s+TABLES?\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_NAMED_TABLES = re.compile(r"\b(?:FROM|UPDATE|INTO|TABLE|JOIN)\s+(?:`?\w+`?\.)?`?([A-Za-z_][\w$]*)`?", re.IGNORECASE)
+
+
+def _track_metadata(session: Session, sql: str, result: StatementResult) -> None:
+    """MariaDB/MySQL: which metadata locks a session holds, as its own statements tell
+    (for naming holders when the server's views do not: no METADATA_LOCK_INFO)."""
+    ok = result.outcome in ("ok", "skipped")
+    if ok and _FTWRL.match(sql):
+        session.global_read_lock = True
+    elif ok and _UNLOCK_TABLES.match(sql):
+        session.global_read_lock = False
+        session.locked_tables = set()
+    elif ok and (m := _LOCK_TABLES.match(sql)):
+        session.locked_tables = {part.strip().split()[0].strip("`").split(".")[-1].strip("`").lower()
+                                 for part in m.group(1).rstrip("; ").split(",") if part.strip()}
+    if session.txn == "idle":
+        session.tables_in_txn = set()
+    elif result.outcome in ("ok", "skipped") or result.lock is None or result.lock.kind != "metadata":
+        # a statement that ran inside a transaction keeps its tables' metadata locks until it ends
+        session.tables_in_txn |= {t.lower() for t in _NAMED_TABLES.findall(sql)}
 
 
 def _consume(task: asyncio.Future) -> None:

@@ -47,6 +47,10 @@ class Session:
         self.budgets: tuple[Budget, ...] = ()
         self.last: StatementResult | None = None
         self.wrote_in_txn = False  # an INSERT/UPDATE/DELETE ran in the open transaction
+        # MariaDB/MySQL metadata locks, as the session's own statements tell
+        self.tables_in_txn: set[str] = set()  # tables its open transaction touched
+        self.locked_tables: set[str] = set()  # LOCK TABLES
+        self.global_read_lock = False  # FLUSH TABLES WITH READ LOCK
 
     @property
     def ident(self) -> int:
