@@ -65,6 +65,10 @@ class SessionConnection(ABC):
 
 class MonitorConnection(ABC):
     ident: int = 0  # the monitor's own backend pid / connection id
+    first_poll_s: float = 0.001
+    """How long after a statement is sent the first look at the lock views waits: a
+    look before the statement reached the server finds nothing, and competes with
+    the send for the process (the caller sees it as overhead)."""
 
     @property
     def closed(self) -> bool:

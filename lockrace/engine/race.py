@@ -650,6 +650,17 @@ class Race:
             if not running:
                 await self._wake.wait()
                 continue
+            first = [s for s in running if s.running is not None and not s.running.polled]
+            if first:
+                # a statement just sent: look once it has reached the server (monitor.first_poll_s)
+                due = max(s.running.started_ns + int(self._first_poll_s(s) * 1e9) for s in first)
+                wait_s = (due - perf_counter_ns()) / 1e9
+                if wait_s > 0:
+                    await asyncio.sleep(wait_s)
+                    continue
+                for s in first:
+                    if s.running is not None:
+                        s.running.polled = True
             try:
                 await self.poll_waits()
                 failures = 0
@@ -674,6 +685,10 @@ class Race:
                     await asyncio.wait_for(self._wake.wait(), POLL_BLOCKED_S)
             else:
                 await asyncio.sleep(POLL_S)
+
+    def _first_poll_s(self, session: Session) -> float:
+        monitor = self.monitor_for(session)
+        return getattr(monitor, "first_poll_s", 0.0) if monitor is not None else 0.0
 
     async def _replace_monitor(self, node: str | None = None) -> bool:
         """A monitor's connection was ended (pg_terminate_backend, KILL,
