@@ -8,6 +8,7 @@ transcript shows exactly what psql or isolationtester would show.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
 from time import perf_counter_ns
 
@@ -111,6 +112,7 @@ class PostgresSession(SessionConnection):
         self.ident = conn.info.backend_pid
         self.notices: list[str] = []
         self.standby: bool | None = None  # connected to a hot standby (read with the budgets)
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
         conn.add_notice_handler(self._on_notice)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
@@ -121,7 +123,11 @@ class PostgresSession(SessionConnection):
         return self.conn.closed or self.conn.broken
 
     async def execute(self, sql: str) -> StatementResult:
-        return await anyio.to_thread.run_sync(self._execute, sql)
+        # the session's own worker thread (one statement at a time): cheaper to hand a
+        # statement to than anyio's shared pool, which a caller sees as overhead
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"lockrace-{self.name}")
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self._execute, sql)
 
     def _execute(self, sql: str) -> StatementResult:
         self.notices = []
@@ -252,6 +258,8 @@ class PostgresSession(SessionConnection):
                 pass
 
         await anyio.to_thread.run_sync(close)
+        if self._worker is not None:
+            self._worker.shutdown(wait=False)
 
 
 class PostgresMonitor(MonitorConnection):

@@ -1,7 +1,9 @@
-"""Engine overhead: the same refusals and bounded waits
-measured through lockrace's engine (Race.run, elapsed_ns around the driver
-call) and through the bare driver (psycopg / PyMySQL, perf_counter_ns around
-cursor.execute), interleaved in one run.
+"""Engine overhead as a caller sees it: the same refusals and bounded waits
+measured through lockrace's engine (the caller's wall around ``Race.run``,
+and the in-thread ``elapsed_ns`` around the driver call) and through the bare
+driver (psycopg / PyMySQL, perf_counter_ns around cursor.execute),
+interleaved in one run.  The target is on what the caller waits: the engine's
+``Race.run`` median <= the bare driver's median + 0.1 ms.
 
 Session H of the race holds row 1 for the whole bench; each waiter asks for
 it with NOWAIT (refused at once) and with a 100 ms lock_timeout (PostgreSQL)
@@ -23,15 +25,16 @@ from .holder_waiter import ERROR_OUTCOMES, setup_sql
 from .modes import HOLD_SQL, TABLE, LabError
 from .stats import Summary, summarize
 
-NOWAIT_SLACK_MS = 0.3  # target: engine median <= raw median + 0.3 ms
-BOUNDED_SLACK_MS = 2.0  # target: bounded wait median <= budget + 2 ms (102 ms for 100 ms)
+CALLER_SLACK_MS = 0.1  # target: what a caller of Race.run waits <= the bare driver + 0.1 ms
+NOWAIT_SLACK_MS = CALLER_SLACK_MS
+BOUNDED_SLACK_MS = 2.0  # sanity: a bounded wait's median <= budget + 2 ms (102 ms for 100 ms)
 
-WAYS = ("raw", "raw_async", "engine", "engine_wall")
+WAYS = ("raw", "engine_wall", "raw_async", "engine")
 WAY_LABELS = {
     "raw": "raw driver",
     "raw_async": "raw driver, AsyncConnection",
-    "engine": "engine (elapsed_ns)",
-    "engine_wall": "engine (Race.run, caller's wall)",
+    "engine": "lockrace, in the session's thread (elapsed_ns)",
+    "engine_wall": "lockrace, what the caller waits (Race.run)",
 }
 
 
@@ -56,11 +59,19 @@ class CaseResult:
 
     @property
     def target_ms(self) -> float:
-        if self.case.key == "nowait":
-            return self.summary("raw").median_ms + NOWAIT_SLACK_MS
-        return (self.case.budget_ms or 0) + BOUNDED_SLACK_MS
+        """What a caller may wait: the bare driver's median + 0.1 ms."""
+        return self.summary("raw").median_ms + CALLER_SLACK_MS
 
-    def met(self, way: str = "engine") -> bool:
+    @property
+    def budget_target_ms(self) -> float | None:
+        """A bounded wait: its budget + 2 ms (the wait itself is the server's)."""
+        return None if self.case.key == "nowait" else (self.case.budget_ms or 0) + BOUNDED_SLACK_MS
+
+    def overhead_ms(self) -> float:
+        """What the caller waits beyond the bare driver (medians)."""
+        return self.summary("engine_wall").median_ms - self.summary("raw").median_ms
+
+    def met(self, way: str = "engine_wall") -> bool:
         return self.summary(way).median_ms <= self.target_ms
 
 
@@ -76,7 +87,7 @@ class OverheadResult:
     cases: dict[str, CaseResult] = field(default_factory=dict)
 
     def targets_met(self) -> bool:
-        return all(c.met("engine") for c in self.cases.values())
+        return all(c.met("engine_wall") for c in self.cases.values())
 
 
 def cases_for(engine: str) -> list[Case]:

@@ -98,20 +98,16 @@ def overhead_table(result) -> Table:
 
 
 def overhead_notes(result) -> list[str]:
-    from .overhead import NOWAIT_SLACK_MS
+    from .overhead import CALLER_SLACK_MS
 
     lines = []
     for cr in result.cases.values():
-        eng, wall = cr.summary("engine").median_ms, cr.summary("engine_wall").median_ms
-        if cr.case.key == "nowait":
-            raw = cr.summary("raw").median_ms
-            rule = f"engine median <= raw + {NOWAIT_SLACK_MS} ms = {raw + NOWAIT_SLACK_MS:.2f} ms"
-        else:
-            rule = f"wait median <= {cr.target_ms:g} ms"
-        verdict = "met" if cr.met("engine") else "MISSED"
-        wall_verdict = "met" if cr.met("engine_wall") else "missed"
-        lines.append(f"{cr.case.label}: target {rule}: {verdict} (elapsed_ns {eng:.2f} ms); "
-                     f"Race.run wall {wall:.2f} ms: {wall_verdict}")
+        raw, wall = cr.summary("raw").median_ms, cr.summary("engine_wall").median_ms
+        inner = cr.summary("engine").median_ms
+        verdict = "met" if cr.met("engine_wall") else "MISSED"
+        lines.append(f"{cr.case.label}: a caller waits {wall:.2f} ms through Race.run, {raw:.2f} ms through the bare"
+                     f" driver: overhead {wall - raw:+.2f} ms; target <= raw + {CALLER_SLACK_MS:g} ms ="
+                     f" {cr.target_ms:.2f} ms: {verdict} (in the session's thread: {inner:.2f} ms)")
     return lines
 
 
@@ -130,7 +126,9 @@ def overhead_json(result) -> dict:
                 "label": cr.case.label,
                 "budget_ms": cr.case.budget_ms,
                 "target_ms": round(cr.target_ms, 3),
-                "target_met": cr.met("engine"),
+                "target": "caller's wall (Race.run) median <= raw median + 0.1 ms",
+                "caller_overhead_ms": round(cr.overhead_ms(), 3),
+                "target_met": cr.met("engine_wall"),
                 **{way: cr.summary(way).as_dict() for way in WAYS if cr.summary(way).runs},
             }
             for key, cr in result.cases.items()
