@@ -138,8 +138,17 @@ class MySQLSession(SessionConnection):
                     "ok", columns=columns, rows=rows, has_rows=has_rows,
                     tag=mysql_tag(sql, cur.rowcount, has_rows, len(rows)), rowcount=cur.rowcount,
                 ))
+                warnings = getattr(getattr(cur, "_result", None), "warning_count", 0) or 0
                 if not cur.nextset():
                     break
+            if warnings:
+                # what the mysql client prints after "Query OK, ... 1 warning": SHOW WARNINGS
+                # (a diagnostic statement: it leaves the warnings in place)
+                try:
+                    cur.execute("SHOW WARNINGS")
+                    sets[-1].notices = [f"{level} (Code {code}): {text}" for level, code, text in cur.fetchall()]
+                except pymysql.MySQLError:
+                    pass
         except pymysql.MySQLError as exc:
             t1 = perf_counter_ns()
             errno, message = _error_parts(exc)
@@ -223,7 +232,6 @@ FROM information_schema.INNODB_LOCK_WAITS w
 JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
 JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
 LEFT JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id
-WHERE r.trx_mysql_thread_id IN ({ids})
 """
 
 _MYSQL8_WAITS = """
@@ -273,6 +281,7 @@ class MySQLMonitor(MonitorConnection):
         self._broken = False
         self.flavor = flavor
         self._innodb_read_at = 0.0
+        self._waits_seen: list[tuple] | None = None  # MariaDB: the last answer of InnoDB's lock views
         self.sandbox = sandbox
         self.has_mdl_info = has_mdl_info
         self.lock = asyncio.Lock()
@@ -335,12 +344,33 @@ class MySQLMonitor(MonitorConnection):
                 self._innodb_read_at = loop.time()
         return await self._query(sql, args)
 
+    async def _mariadb_waits(self) -> list[tuple]:
+        """Every lock wait InnoDB reports (MariaDB), all waiters.
+
+        Asked again within 100 ms of the last read, InnoDB would answer from the
+        same cache it did then (it refreshes it only after 100 ms without a
+        read): that answer is kept here and given back without asking, which
+        costs nothing and, unlike another read, does not put off the refresh.
+        """
+        loop = asyncio.get_running_loop()
+        if self._waits_seen is not None and loop.time() - self._innodb_read_at < 0.101:
+            return self._waits_seen
+        try:
+            rows = await self._query(_MARIADB_WAITS)
+        finally:
+            self._innodb_read_at = loop.time()
+        self._waits_seen = rows
+        return rows
+
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         if not idents:
             return {}
         ids = ",".join(str(int(i)) for i in idents)
-        template = _MYSQL8_WAITS if self.flavor == "mysql8" else _MARIADB_WAITS
-        rows = await self._innodb_query(template.format(ids=ids))
+        if self.flavor == "mysql8":
+            rows = await self._innodb_query(_MYSQL8_WAITS.format(ids=ids))
+        else:
+            wanted = {int(i) for i in idents}
+            rows = [r for r in await self._mariadb_waits() if int(r[0]) in wanted]
         blockers: dict[int, list[int]] = {}
         locks: dict[int, LockInfo] = {}
         for waiter, blocker, mode, ltype, table, index, data in rows:
