@@ -81,3 +81,54 @@ def test_errors_name_file_and_line(text, line, fragment):
         parse_scenario(text, path="bad.race", name="bad")
     assert str(info.value).startswith(f"bad.race:{line}: ")
     assert fragment in str(info.value)
+
+
+RICH = """\
+title: rich
+engines: postgres, mysql
+A[postgres]> SELECT 1 FOR SHARE;  -- per engine
+A[mysql]> SELECT 1 LOCK IN SHARE MODE;
+    rows-exactly: 1
+    rows-exactly[mysql]: 1 | x
+    lock: row
+    notice: SET LOCAL can only be used in transaction blocks
+    took: <= budget + 50ms
+    expect: ok | deadlock
+B> SELECT 2;
+    took: < 2s
+one-of: 1, 2 expect deadlock
+"""
+
+
+def test_richer_format_reads_and_writes_back():
+    sc = parse_scenario(RICH, name="rich")
+    first = sc.steps[0]
+    assert first.variants == {"postgres": "SELECT 1 FOR SHARE;", "mysql": "SELECT 1 LOCK IN SHARE MODE;"}
+    assert first.sql_for("postgres") == "SELECT 1 FOR SHARE;"
+    assert first.sql_for("mariadb") == first.sql_for("mysql8") == "SELECT 1 LOCK IN SHARE MODE;"
+    assert sc.for_flavor("mariadb").steps[0].sql == "SELECT 1 LOCK IN SHARE MODE;"
+    assert len(sc.steps) == 2
+    keys = {e.key: e.value for e in first.applicable("postgres")}
+    assert keys["rows_exactly"] == [["1"]] and keys["lock"] == "row" and keys["outcome"] == "ok | deadlock"
+    assert str(keys["took"]) == "<= budget + 50ms"
+    assert str(sc.steps[1].expectations[0].value) == "< 2000ms"
+    assert [(a.steps, a.outcome) for a in sc.across] == [(["1", "2"], "deadlock")]
+    text = write_scenario(sc)
+    assert "A[mysql]> SELECT 1 LOCK IN SHARE MODE;" in text and "one-of: 1, 2 expect deadlock" in text
+    assert write_scenario(parse_scenario(text)) == text
+
+
+@pytest.mark.parametrize("text, words", [
+    ("engines: postgres, mysql\nA[postgres]> SELECT 1;\n", "has per-engine SQL but none for mariadb"),
+    ("engines: postgres\nA[oracle]> SELECT 1;\n", "unknown flavor 'oracle'"),
+    ("engines: postgres\nA> SELECT 1;\none-of: 1, 9 expect deadlock\n", "one-of: no step 9"),
+    ("engines: postgres\nA> SELECT 1;\nB> SELECT 1;\none-of: 1, 2 expect doom\n", "unknown outcome 'doom'"),
+    ("engines: postgres\nA> SELECT 1;\none-of: 1 deadlock\n", "one-of: expected 'STEP, STEP expect OUTCOME'"),
+    ("engines: postgres\nA> SELECT 1;\n    took: about a second\n", "took: expected a bound"),
+    ("engines: postgres\nA> SELECT 1;\n    lock: page\n", "lock must be one of"),
+    ("engines: postgres\nA> SELECT 1;\n    expect: ok | maybe\n", "unknown outcome 'maybe'"),
+])
+def test_richer_format_errors(text, words):
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(text, path="x.race")
+    assert words in str(err.value)
