@@ -16,9 +16,10 @@ import anyio.to_thread
 import pymysql
 import pymysql.connections
 import pymysql.converters
+import pymysql.cursors
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ..engine.events import Budget, LockInfo, StatementResult
+from ..engine.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..engine.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
@@ -53,6 +54,24 @@ def _run(fn, *args):
     return anyio.to_thread.run_sync(fn, *args)
 
 
+def _count_rest(cur) -> int:
+    """Read the rest of an unbuffered result set off the socket, counting rows without
+    decoding them (PyMySQL would build a tuple per row).  An error packet (KILL QUERY,
+    a statement timeout) raises as it would from a fetch."""
+    result = cur._result
+    if result is None or not result.unbuffered_active:
+        return 0
+    conn = result.connection
+    n = 0
+    while True:
+        packet = conn._read_packet()
+        if result._check_packet_is_eof(packet):
+            result.unbuffered_active = False
+            result.connection = None
+            return n
+        n += 1
+
+
 def _error_parts(exc: Exception) -> tuple[int | None, str]:
     args = getattr(exc, "args", ())
     if len(args) >= 2 and isinstance(args[0], int):
@@ -73,22 +92,25 @@ class MySQLSession(SessionConnection):
         return self._closed or not self.conn.open
 
     def _execute(self, sql: str) -> StatementResult:
-        cur = self.conn.cursor()
+        # Unbuffered: rows are read off the socket as they come, the first ROW_LIMIT
+        # kept and the rest only counted, so a huge result never sits in memory.
+        cur = self.conn.cursor(pymysql.cursors.SSCursor)
         sets: list[StatementResult] = []
         t0 = perf_counter_ns()
         try:
             cur.execute(sql)
-            t1 = perf_counter_ns()
             while True:
                 has_rows = cur.description is not None
-                rows = [tuple(r) for r in cur.fetchall()] if has_rows else []
+                rows = [tuple(r) for r in cur.fetchmany(ROW_LIMIT)] if has_rows else []
+                total = len(rows) + (_count_rest(cur) if len(rows) == ROW_LIMIT else 0)
                 columns = [d[0] for d in cur.description] if has_rows else []
                 sets.append(StatementResult(
-                    "ok", columns=columns, rows=rows, has_rows=has_rows,
-                    tag=mysql_tag(sql, cur.rowcount, has_rows, len(rows)), rowcount=cur.rowcount,
+                    "ok", columns=columns, rows=rows, has_rows=has_rows, row_count=total if has_rows else -1,
+                    tag=mysql_tag(sql, cur.rowcount, has_rows, total), rowcount=total if has_rows else cur.rowcount,
                 ))
                 if not cur.nextset():
                     break
+            t1 = perf_counter_ns()
         except pymysql.MySQLError as exc:
             t1 = perf_counter_ns()
             errno, message = _error_parts(exc)
@@ -106,6 +128,9 @@ class MySQLSession(SessionConnection):
             self._closed = True
             return StatementResult("connection_lost", message=str(exc) or "connection lost", elapsed_ns=t1 - t0, started_ns=t0)
         finally:
+            result = getattr(cur, "_result", None)
+            if result is not None and self._closed:
+                result.unbuffered_active = False  # nothing more will come on a dead socket
             try:
                 cur.close()
             except Exception:

@@ -12,9 +12,10 @@ from time import perf_counter_ns
 
 import anyio.to_thread
 import psycopg
-from psycopg import pq, sql as pgsql
+from psycopg import capabilities, generators, pq, sql as pgsql
+from psycopg.waiting import Wait
 
-from ..engine.events import Budget, LockInfo, StatementResult
+from ..engine.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..engine.outcome import classify_postgres
 from ..servers.target import Target, redact
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport
@@ -68,6 +69,37 @@ def _text_rows(cur) -> tuple[list[str], list[tuple]]:
     return columns, rows
 
 
+_CHUNK_ROWS = 1000  # rows per message batch while streaming (libpq 17+ chunked mode)
+_CHUNKED = capabilities.has_stream_chunked()
+_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK = pq.ExecStatus.SINGLE_TUPLE, pq.ExecStatus.TUPLES_CHUNK, pq.ExecStatus.TUPLES_OK
+
+
+def _res_rows(res, n: int) -> list[tuple]:
+    """The first ``n`` rows of a result, as the server's own text."""
+    ncols = res.nfields
+    rows = []
+    for r in range(n):
+        row = []
+        for c in range(ncols):
+            value = res.get_value(r, c)
+            row.append(None if value is None else value.decode("utf-8", "replace"))
+        rows.append(tuple(row))
+    return rows
+
+
+def _drain_copy(pgconn):
+    """Read a COPY TO STDOUT to its end without keeping it (a generator for Connection.wait)."""
+    while True:
+        nbytes, _ = pgconn.get_copy_data(1)
+        if nbytes > 0:
+            continue
+        if nbytes < 0:  # done (-1) or failed (-2): the final result follows
+            return
+        while not (yield Wait.R):
+            continue
+        pgconn.consume_input()
+
+
 class PostgresSession(SessionConnection):
     """One session's connection.  Statements run on a worker thread with a
     plain (blocking) psycopg connection, timed around the driver call inside
@@ -94,20 +126,12 @@ class PostgresSession(SessionConnection):
 
     def _execute(self, sql: str) -> StatementResult:
         self.notices = []
-        cur = self.conn.cursor()
         sets: list[StatementResult] = []
         t0 = perf_counter_ns()
         try:
-            cur.execute(sql.encode("utf-8"))
+            with self.conn.lock:
+                self._stream(sql.encode("utf-8"), sets)
             t1 = perf_counter_ns()
-            while True:
-                columns, rows = _text_rows(cur)
-                sets.append(StatementResult(
-                    "ok", columns=columns, rows=rows, has_rows=cur.description is not None,
-                    tag=cur.statusmessage or "", rowcount=cur.rowcount,
-                ))
-                if not cur.nextset():
-                    break
         except psycopg.Error as exc:
             t1 = perf_counter_ns()
             diag = exc.diag
@@ -121,17 +145,63 @@ class PostgresSession(SessionConnection):
                 severity=diag.severity_nonlocalized or diag.severity or "ERROR", elapsed_ns=t1 - t0, started_ns=t0,
                 notices=list(self.notices), result_sets=sets,
             )
-        finally:
-            try:
-                cur.close()
-            except psycopg.Error:
-                pass
+        if not sets:
+            sets.append(StatementResult("ok"))
         last = sets[-1]
         last.elapsed_ns = t1 - t0
         last.started_ns = t0
         last.notices = list(self.notices)
         last.result_sets = sets
         return last
+
+    def _stream(self, sql: bytes, sets: list[StatementResult]) -> None:
+        """Send ``sql`` (one or several statements, simple query protocol) and read its
+        results as the server streams them, in chunks: each result set keeps its first
+        ROW_LIMIT rows and only counts the rest, so memory stays bounded whatever the
+        size of the result.  A cancel from the monitor ends the stream with 57014."""
+        conn, pgconn = self.conn, self.conn.pgconn
+        pgconn.send_query(sql)
+        if _CHUNKED:
+            pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
+        else:
+            pgconn.set_single_row_mode()
+        conn.wait(generators.send(pgconn))
+        error: psycopg.Error | None = None
+        columns: list[str] | None = None
+        rows: list[tuple] = []
+        count = 0
+        tag = b""
+        while (res := conn.wait(generators.fetch(pgconn))) is not None:
+            status = res.status
+            if status in (_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK):
+                if columns is None:
+                    columns = [res.fname(c).decode() for c in range(res.nfields)]
+                n = res.ntuples
+                if n and len(rows) < ROW_LIMIT:
+                    rows.extend(_res_rows(res, min(n, ROW_LIMIT - len(rows))))
+                count += n
+                tag = res.command_status or tag  # on the last chunk or on the closing result
+                if status == _TUPLES_OK:  # the end of one result set
+                    sets.append(StatementResult(
+                        "ok", columns=columns, rows=rows, has_rows=True, row_count=count, rowcount=count,
+                        tag=tag.decode("utf-8", "replace"),
+                    ))
+                    columns, rows, count, tag = None, [], 0, b""
+            elif status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
+                tuples = res.command_tuples
+                sets.append(StatementResult(
+                    "ok", tag=(res.command_status or b"").decode("utf-8", "replace"),
+                    rowcount=tuples if tuples is not None else -1,
+                ))
+            elif status == pq.ExecStatus.COPY_IN:
+                pgconn.put_copy_end(b"lockrace sends no COPY data")
+                conn.wait(generators.send(pgconn))
+            elif status == pq.ExecStatus.COPY_OUT:
+                conn.wait(_drain_copy(pgconn))
+            elif error is None:  # an error: the server runs nothing after it; read to the end
+                error = psycopg.errors.error_from_result(res, encoding="utf-8")
+        if error is not None:
+            raise error
 
     async def txn_state(self) -> str:
         if self.closed:

@@ -257,8 +257,8 @@ class Race:
 
     async def _account_skipped(self, session: Session, sql_text: str, result: StatementResult) -> None:
         probe = skip_probe(sql_text)
-        if probe is None or self.monitor is None:
-            return
+        if probe is None or self.monitor is None or result.truncated:
+            return  # a read too large to keep whole is not compared row by row
         sql, limit, table = probe
         try:
             plain = await self.monitor.plain_read(sql)
