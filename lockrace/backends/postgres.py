@@ -171,35 +171,40 @@ class PostgresSession(SessionConnection):
         rows: list[tuple] = []
         count = 0
         tag = b""
-        while (res := conn.wait(generators.fetch(pgconn))) is not None:
-            status = res.status
-            if status in (_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK):
-                if columns is None:
-                    columns = [res.fname(c).decode() for c in range(res.nfields)]
-                n = res.ntuples
-                if n and len(rows) < ROW_LIMIT:
-                    rows.extend(_res_rows(res, min(n, ROW_LIMIT - len(rows))))
-                count += n
-                tag = res.command_status or tag  # on the last chunk or on the closing result
-                if status == _TUPLES_OK:  # the end of one result set
+        try:
+            while (res := conn.wait(generators.fetch(pgconn))) is not None:
+                status = res.status
+                if status in (_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK):
+                    if columns is None:
+                        columns = [res.fname(c).decode() for c in range(res.nfields)]
+                    n = res.ntuples
+                    if n and len(rows) < ROW_LIMIT:
+                        rows.extend(_res_rows(res, min(n, ROW_LIMIT - len(rows))))
+                    count += n
+                    tag = res.command_status or tag  # on the last chunk or on the closing result
+                    if status == _TUPLES_OK:  # the end of one result set
+                        sets.append(StatementResult(
+                            "ok", columns=columns, rows=rows, has_rows=True, row_count=count, rowcount=count,
+                            tag=tag.decode("utf-8", "replace"),
+                        ))
+                        columns, rows, count, tag = None, [], 0, b""
+                elif status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
+                    tuples = res.command_tuples
                     sets.append(StatementResult(
-                        "ok", columns=columns, rows=rows, has_rows=True, row_count=count, rowcount=count,
-                        tag=tag.decode("utf-8", "replace"),
+                        "ok", tag=(res.command_status or b"").decode("utf-8", "replace"),
+                        rowcount=tuples if tuples is not None else -1,
                     ))
-                    columns, rows, count, tag = None, [], 0, b""
-            elif status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
-                tuples = res.command_tuples
-                sets.append(StatementResult(
-                    "ok", tag=(res.command_status or b"").decode("utf-8", "replace"),
-                    rowcount=tuples if tuples is not None else -1,
-                ))
-            elif status == pq.ExecStatus.COPY_IN:
-                pgconn.put_copy_end(b"lockrace sends no COPY data")
-                conn.wait(generators.send(pgconn))
-            elif status == pq.ExecStatus.COPY_OUT:
-                conn.wait(_drain_copy(pgconn))
-            elif error is None:  # an error: the server runs nothing after it; read to the end
-                error = psycopg.errors.error_from_result(res, encoding="utf-8")
+                elif status == pq.ExecStatus.COPY_IN:
+                    pgconn.put_copy_end(b"lockrace sends no COPY data")
+                    conn.wait(generators.send(pgconn))
+                elif status == pq.ExecStatus.COPY_OUT:
+                    conn.wait(_drain_copy(pgconn))
+                elif error is None:  # an error: the server runs nothing after it; read to the end
+                    error = psycopg.errors.error_from_result(res, encoding="utf-8")
+        except psycopg.Error:
+            if error is None:
+                raise
+            # the server said why before it closed the connection (FATAL 25P03, 57P01): that is the answer
         if error is not None:
             raise error
 
