@@ -69,6 +69,7 @@ def _text_rows(cur) -> tuple[list[str], list[tuple]]:
     return columns, rows
 
 
+_MAX_NOTICES = 50
 _CHUNK_ROWS = 1000  # rows per message batch while streaming (libpq 17+ chunked mode)
 _CHUNKED = capabilities.has_stream_chunked()
 _SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK = pq.ExecStatus.SINGLE_TUPLE, pq.ExecStatus.TUPLES_CHUNK, pq.ExecStatus.TUPLES_OK
@@ -115,6 +116,10 @@ class PostgresSession(SessionConnection):
         conn.add_notice_handler(self._on_notice)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
+        if len(self.notices) >= _MAX_NOTICES:  # a RAISE NOTICE in a loop: keep the first ones
+            if len(self.notices) == _MAX_NOTICES:
+                self.notices.append("(more notices not kept)")
+            return
         self.notices.append(f"{diag.severity_nonlocalized or diag.severity}:  {diag.message_primary}")
 
     @property
