@@ -197,8 +197,8 @@ class LockraceApp(App[int]):
         grid = self.query_one("#panels")
         panels = getattr(self, "_panel_list", [])
         zoomed = self.zoomed if self.zoomed in self.panels else None
-        for panel in panels[: len(self.shown)]:
-            panel.set_class(zoomed is not None and panel.session != zoomed, "zoom-hidden")
+        for panel in panels[: len(self.shown)]:  # set with the grid's size, in one layout pass
+            panel.display = zoomed is None or panel.session == zoomed
         count = 1 if zoomed is not None else min(len(self.shown), len(panels)) or 4
         side_by_side = width >= WIDE_COLUMNS or count <= 2
         grid.set_class(side_by_side, "wide")
@@ -663,9 +663,6 @@ class LockraceApp(App[int]):
         while node is not None:
             if isinstance(node, SessionPanel):
                 self._last_session = node.session
-                if self.zoomed is not None and self.zoomed != node.session:  # the zoom follows the focus
-                    self.zoomed = node.session
-                    self._apply_size()
                 return
             node = node.parent
 

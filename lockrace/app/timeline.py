@@ -355,8 +355,8 @@ class Timeline(Widget, can_focus=True):
     BINDINGS = [
         Binding("left", "scroll_time(-1)", "Earlier"),
         Binding("right", "scroll_time(1)", "Later"),
-        Binding("plus,equals_sign", "zoom(0.5)", "Zoom in"),
-        Binding("minus", "zoom(2)", "Zoom out"),
+        Binding("plus,equals_sign", "zoom_time(0.5)", "Zoom in"),
+        Binding("minus", "zoom_time(2)", "Zoom out"),
         Binding("home", "whole", "All"),
         Binding("end", "follow", "Follow"),
     ]
@@ -415,13 +415,13 @@ class Timeline(Widget, can_focus=True):
         t0, t1, _ = self.model.window(now, self.view)
         return View(False, t1, t1 - t0)
 
-    def _set_view(self, view: View) -> None:
+    def _set_view(self, view: View, follow_at_present: bool = False) -> None:
         now = self.clock()
         first, last = self.model.extent(now)
         if not view.follow:
             view.span_ns = max(MIN_MANUAL_SPAN_NS, view.span_ns)
             view.end_ns = max(view.end_ns, first + view.span_ns // 4)  # keep some history on screen
-            if view.end_ns >= last and self.model.live:
+            if follow_at_present and view.end_ns >= last and self.model.live:
                 view = View()  # scrolled forward into the present: follow it
             else:
                 view.end_ns = min(view.end_ns, last + view.span_ns // 4)
@@ -431,13 +431,11 @@ class Timeline(Widget, can_focus=True):
     def action_scroll_time(self, direction: int) -> None:
         view = self._manual()
         view.end_ns += direction * view.span_ns // 4
-        self._set_view(view)
+        self._set_view(view, follow_at_present=direction > 0)
 
-    def action_zoom(self, factor: float) -> None:
-        view = self._manual()
-        middle = view.end_ns - view.span_ns // 2
+    def action_zoom_time(self, factor: float) -> None:
+        view = self._manual()  # the right edge stays: zooming out brings in what came before
         view.span_ns = int(view.span_ns * factor)
-        view.end_ns = middle + view.span_ns // 2
         self._set_view(view)
 
     def action_whole(self) -> None:
