@@ -158,7 +158,9 @@ class LockraceApp(App[int]):
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield Header()
-        with VerticalScroll(id="scenario-box"):  # a long lesson scrolls rather than being cut
+        box = VerticalScroll(id="scenario-box")  # a long lesson scrolls (mouse wheel) rather than being cut
+        box.can_focus = False  # Tab goes from panel to panel
+        with box:
             yield Static(id="scenario-bar")
         yield Static(id="banner")
         with Grid(id="panels"):

@@ -23,7 +23,7 @@ from .session_log import SessionLog
 
 
 PANEL_MAX_LINES = 1000  # lines a panel keeps on screen (its session log keeps more, also bounded)
-DRAW_BATCH = 40  # transcript lines drawn per loop turn
+DRAW_BATCH = 20  # transcript lines drawn per loop turn
 
 
 class WaitLine(Widget):
