@@ -41,6 +41,11 @@ import termios
 import time
 from pathlib import Path
 
+try:
+    import pyte  # a VT100 screen, to wait for what the app shows
+except ImportError:  # pragma: no cover
+    sys.exit("bench/responsiveness.py needs pyte: pip install pyte (or pip install -e '.[bench]')")
+
 ROOT = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 COLS, ROWS = 160, 48
@@ -60,6 +65,9 @@ class Terminal:
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         self.text = ""
         self.raw_bytes = 0
+        self._screen = pyte.Screen(cols, rows)  # what the terminal shows, for waiting on states
+        self._stream = pyte.ByteStream(self._screen)
+        self._unparsed: list[bytes] = []
 
     def pump(self, timeout: float) -> bool:
         ready, _, _ = select.select([self.fd], [], [], timeout)
@@ -70,6 +78,7 @@ class Terminal:
         except OSError:
             return False
         self.raw_bytes += len(data)
+        self._unparsed.append(data)
         self.text += ANSI.sub("", data.decode("utf-8", "replace"))
         return True
 
@@ -78,7 +87,6 @@ class Terminal:
         t0 = time.perf_counter()
         while needle not in self.text[since:]:
             if time.perf_counter() - t0 > timeout:
-                Path("/tmp/i11_bench_screen.txt").write_text(self.text)
                 raise TimeoutError(f"{needle!r} did not appear within {timeout} s")
             self.pump(0.05)
         return time.perf_counter() - t0
@@ -101,10 +109,20 @@ class Terminal:
             self.drain(0.01)
         self.send("\r")
 
-    def click(self, x: int, y: int) -> None:
-        """A left click at column x, row y (1-based), as an xterm with SGR mouse reporting sends it."""
-        self.send(f"\x1b[<0;{x};{y}M")
-        self.send(f"\x1b[<0;{x};{y}m")
+    def screen(self) -> str:
+        """The terminal's screen now (parsed lazily: the key timings read the raw stream)."""
+        for data in self._unparsed:
+            self._stream.feed(data)
+        self._unparsed.clear()
+        return "\n".join(self._screen.display)
+
+    def wait_for_screen(self, needle: str, timeout: float) -> float:
+        t0 = time.perf_counter()
+        while needle not in self.screen():
+            if time.perf_counter() - t0 > timeout:
+                raise TimeoutError(f"{needle!r} not on screen within {timeout} s:\n{self.screen()}")
+            self.pump(0.05)
+        return time.perf_counter() - t0
 
     def rss_mib(self) -> float:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -137,6 +155,9 @@ def time_keys(term: Terminal, count: int, typed: str, pace: float = 0.08, sample
             sample()
         term.drain(pace)
     return latencies, typed
+
+
+DRAW_BATCH = 20  # lockrace.app.session_panel.DRAW_BATCH, for the report
 
 
 def summary(latencies: list[float]) -> str:
@@ -227,39 +248,48 @@ def main() -> int:
         term.send("\x15")  # ctrl+u clears the input line
         term.drain(0.2)
 
-        # A commits: B, C and D go through
-        term.type_line("COMMIT;")
-        term.drain(1.5)
+        # quit with three sessions blocked
+        quit_blocked_s, _ = quit_time(term)
 
-        # a 2,000,000-row SELECT in C; keys typed into D meanwhile; RSS sampled throughout
-        panel_c, panel_d = (cols // 4, rows * 3 // 5), (cols * 3 // 4, rows * 3 // 5)  # lower left / right
-        term.click(*panel_c)  # a click in a panel focuses its input line
-        term.drain(0.3)
+        # a second app: a 2,000,000-row SELECT in A, keys typed into B meanwhile, RSS sampled
+        term = Terminal(argv, cols, rows)
+        term.wait_for(f"· engine: {args.engine}", 60)
+        term.drain(0.5)
         rss_before = term.rss_mib()
         rss_peak = [rss_before]
 
+        shown_at: list[float] = []
+
         def sample() -> None:
             rss_peak[0] = max(rss_peak[0], term.rss_mib())
+            if not shown_at and "of 2,000,000 rows" in term.text[mark:]:
+                shown_at.append(time.perf_counter())
 
         mark = len(term.text)
+        for ch in series.format(n=2_000_000):  # A's input line has the focus at start
+            term.send(ch)
+            term.drain(0.01)
+        term.drain(0.3)
         t_big = time.perf_counter()
-        term.type_line(series.format(n=2_000_000))
-        term.click(*panel_d)  # to D, at once
+        term.send("\r")
+        term.wait_for_screen("A> SELECT", 10)
+        term.send("\t")  # to B
         big_keys, _ = time_keys(term, args.keys, "", pace=0.03, sample=sample, partial=True)
-        term.wait_for("of 2,000,000 rows", 20, since=mark)
-        big_s = time.perf_counter() - t_big
+        term.wait_for_screen("(first 200 of 2,000,000 rows)", 60)
+        big_s = (shown_at[0] if shown_at else time.perf_counter()) - t_big
         for _ in range(10):
             sample()
             term.drain(0.1)
         rss_after = term.rss_mib()
-        term.send("\x15")
+        term.send("\x15")  # ctrl+u clears B's input line
 
-        # a 100,000,000-row SELECT streaming in C: keys while it runs, then Ctrl+Q during it
-        term.click(*panel_c)
+        # a 100,000,000-row SELECT streaming in B: keys while it runs, then Ctrl+Q during it
         term.drain(0.3)
         term.type_line(series.format(n=100_000_000))
+        term.wait_for_screen("B> SELECT", 10)
         term.drain(1.0)
         long_keys, _ = time_keys(term, 20, "", pace=0.05, sample=sample, partial=True)
+        streaming = "running" in term.screen()
         quit_s, exit_code = quit_time(term)
     except BaseException:
         os.kill(term.pid, signal.SIGTERM)
@@ -275,11 +305,14 @@ def main() -> int:
           f"   target < 5 %")
     print(f"                                      {idle_cpu_late * 100:7.1f} % of a core, seconds {late_from:.0f}-"
           f"{late_from + args.idle:.0f} of the waits")
-    print(f"  2,000,000-row SELECT                {big_s * 1000:7.0f} ms from Enter until '(first 200 of 2,000,000 rows)' shows")
+    print(f"  quit (Ctrl+Q), 3 blocked           {quit_blocked_s * 1000:7.0f} ms to process exit")
+    print(f"  2,000,000-row SELECT                {big_s * 1000:7.0f} ms from Enter until '(first 200 of 2,000,000 rows)' shows "
+          f"(fetched on a worker thread, drawn {DRAW_BATCH} lines per loop turn)")
     print(f"    keypress-to-screen meanwhile      {summary(big_keys)}   target < 50 ms")
     print(f"    RSS                               {rss_before:.0f} MiB before, peak {rss_peak[0]:.0f} MiB "
           f"(+{rss_peak[0] - rss_before:.0f}), {rss_after:.0f} MiB after   target < +100 MiB")
-    print(f"  100,000,000-row SELECT streaming    keypress-to-screen {summary(long_keys)}")
+    print(f"  100,000,000-row SELECT streaming    keypress-to-screen {summary(long_keys)}"
+          f"{'' if streaming else '  (it had finished before the keys)'}")
     print(f"    quit (Ctrl+Q) during it           {quit_s * 1000:7.0f} ms to process exit, status {exit_code}"
           f"   target < 1000 ms")
     return 0
