@@ -218,7 +218,7 @@ class LockraceApp(App[int]):
         title = "wait-budget timeline · ▬ running █ blocked ┃ budget ends"
         if not self.query_one(Header).display and self.sub_title:  # the header's text, where it still shows
             title = f"{self.sub_title} · ▬ running █ blocked ┃ budget"
-        timeline.border_title = title
+        timeline.set_title(title)
 
     def watch_sub_title(self) -> None:
         if hasattr(self, "_panel_list"):

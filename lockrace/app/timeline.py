@@ -26,7 +26,7 @@ from ..engine.events import (
 from ..render.transcript import OUTCOME_WORDS
 from .status import seconds
 
-MIN_SPAN_NS = 1_000_000_000  # the narrowest window the timeline follows with
+MIN_SPAN_NS = 250_000_000  # the narrowest window the timeline follows with
 RECENT_NS = 2_000_000_000  # once nothing runs: the statements that ended this close to the last one
 MAX_BARS = 5000  # history kept for scrolling back; older finished bars are dropped
 MIN_MANUAL_SPAN_NS = 10_000_000  # zooming in stops at a 10 ms window
@@ -172,6 +172,10 @@ class TimelineModel:
         else:
             t1 = max(b.end_ns or now for b in self.bars)
             focus = [b for b in self.bars if (b.end_ns or now) >= t1 - RECENT_NS]
+            waits = [b for b in focus if b.was_blocked or b.outcome in ("timed_out", "refused", "deadlock")]
+            if waits:  # the last waits, and what ran beside them, rather than every recent statement
+                t1 = max(b.end_ns or now for b in waits)
+                focus = waits
         t0 = min(b.start_ns for b in focus)
         for b in focus:
             if b.budget is not None and b.budget.ms > 0 and (b.running or b.was_blocked):
@@ -370,9 +374,15 @@ class Timeline(Widget, can_focus=True):
         self._drawn: Text | None = None
         self._key: tuple = ()
         self._words = ""
+        self.title_text = "wait-budget timeline"
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.model.lanes) + (1 if self.compact else 2)
+
+    def set_title(self, text: str) -> None:
+        self.title_text = text
+        self._drawn = None
+        self.refresh()
 
     def set_compact(self, compact: bool) -> None:
         if compact != self.compact:
@@ -387,6 +397,10 @@ class Timeline(Widget, can_focus=True):
         if words != self._words:
             self._words = words
             self.border_subtitle = words
+        # a compact timeline has no bottom border: a scrolled window says so in the title
+        title = words if self.compact and not self.view.follow else self.title_text
+        if self.border_title != title:
+            self.border_title = title
         return render_timeline(self.model, self.content_size.width or 80, now, self.view, self.compact)
 
     def update(self) -> None:
