@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from time import perf_counter_ns
 
 import anyio.to_thread
@@ -17,6 +18,7 @@ import pymysql
 import pymysql.connections
 import pymysql.converters
 import pymysql.cursors
+import pymysql.protocol
 from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ..engine.events import ROW_LIMIT, Budget, LockInfo, StatementResult
@@ -56,20 +58,40 @@ def _run(fn, *args):
 
 def _count_rest(cur) -> int:
     """Read the rest of an unbuffered result set off the socket, counting rows without
-    decoding them (PyMySQL would build a tuple per row).  An error packet (KILL QUERY,
-    a statement timeout) raises as it would from a fetch."""
+    decoding them: packet headers only (PyMySQL would build a packet object and a tuple
+    per row, and hold the GIL against the UI thread far longer).  An error packet
+    (KILL QUERY, a statement timeout) raises as it would from a fetch."""
     result = cur._result
     if result is None or not result.unbuffered_active:
         return 0
     conn = result.connection
+    read = conn._read_bytes  # raises OperationalError 2013 (and closes) if the socket fails
     n = 0
     while True:
-        packet = conn._read_packet()
-        if result._check_packet_is_eof(packet):
+        header = read(4)
+        length = header[0] | header[1] << 8 | header[2] << 16
+        if header[3] != conn._next_seq_id:
+            conn._force_close()
+            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+        conn._next_seq_id = (header[3] + 1) % 256
+        payload = read(length)
+        more = length
+        while more == 0xFFFFFF:  # a row of 16 MiB or more continues in the next packets
+            header = read(4)
+            more = header[0] | header[1] << 8 | header[2] << 16
+            conn._next_seq_id = (header[3] + 1) % 256
+            read(more)
+        if payload[:1] == b"\xff":
+            result.unbuffered_active = False
+            _Packet(payload, conn.encoding).raise_for_error()
+        if payload[:1] == b"\xfe" and length < 9:  # EOF: the end of this result set
+            result._check_packet_is_eof(pymysql.protocol.MysqlPacket(payload, conn.encoding))
             result.unbuffered_active = False
             result.connection = None
             return n
         n += 1
+        if not n & 255:
+            time.sleep(0)  # hand the GIL to the UI thread now and then
 
 
 def _error_parts(exc: Exception) -> tuple[int | None, str]:
