@@ -153,3 +153,19 @@ def test_a_100_ms_budget_stays_readable_after_minutes():
     first = render_timeline(model, width, now, View(False, int(0.5e9), int(1e9))).plain.splitlines()
     assert "▬" in first[0] and "▬" not in first[1]
     assert isinstance(visible[0], Bar)
+
+
+async def test_a_long_lesson_scrolls_rather_than_being_cut(pg_server):
+    from lockrace.scenario.library import resolve
+
+    scenario = resolve("pg-lock-timeout")
+    async with running_app(size=(80, 24), scenario=scenario, targets={"postgres": pg_server}) as (app, pilot):
+        box = app.query_one("#scenario-box")
+        bar = app.query_one("#scenario-bar")
+        await pilot.pause()
+        last_sentence = " ".join(scenario.lesson.split()).rsplit(". ", 1)[-1]
+        assert last_sentence in " ".join(str(bar.render()).split()), "the whole lesson is in the bar"
+        assert box.region.height <= 2 and box.max_scroll_y > 0, "on a short terminal the bar scrolls"
+        box.scroll_end(animate=False)
+        await pilot.pause()
+        assert box.scroll_y == box.max_scroll_y
