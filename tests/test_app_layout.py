@@ -169,3 +169,15 @@ async def test_a_long_lesson_scrolls_rather_than_being_cut(pg_server):
         box.scroll_end(animate=False)
         await pilot.pause()
         assert box.scroll_y == box.max_scroll_y
+
+
+async def test_f2_cancels_a_large_fetch(pg_server):
+    async with running_app(size=(100, 30), targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "C", "SELECT generate_series(1, 500000000) AS n;")
+        await until(pilot, lambda: app.panels["C"].status.running is not None, what="C fetching")
+        await pilot.pause(0.5)
+        assert app.panels["C"].status.running is not None, "the fetch should still run"
+        await pilot.press("f2")
+        await finished(pilot, app, "C", 1, timeout=5)
+        assert app.panels["C"].status.last.outcome == "cancelled"
+        assert "57014" in "\n".join(app.panels["C"].lines)
