@@ -27,6 +27,8 @@ from .events import (
 from .outcome import asks_skip_locked, with_skip
 from .session import RunningStatement, Session
 
+SKIP_PROBE_ROWS = 1000  # rows beyond a SKIP LOCKED read's LIMIT that its probe may read
+
 Listener = Callable[[Event], None]
 
 # Statements after which the wait budgets are read back from the server.
@@ -260,10 +262,13 @@ class Race:
         if probe is None or self.monitor is None or result.truncated:
             return  # a read too large to keep whole is not compared row by row
         sql, limit, table = probe
+        bound = (limit or 0) + SKIP_PROBE_ROWS  # the probe reads a bounded number of rows too
         try:
-            plain = await self.monitor.plain_read(sql)
+            plain = await self.monitor.plain_read(f"{sql} LIMIT {bound}")
             if plain is None:
                 return
+            if len(plain) >= bound and (limit is None or not result.rows or result.rows[-1] not in plain):
+                return  # the probe stopped short of what the read passed: no count rather than a wrong one
             result.skipped_rows = count_skipped(plain, result.rows, limit)
             if result.skipped_rows and table:
                 holders = await self.monitor.row_lock_holders(table, session.ident)
