@@ -181,3 +181,17 @@ async def test_f2_cancels_a_large_fetch(pg_server):
         await finished(pilot, app, "C", 1, timeout=5)
         assert app.panels["C"].status.last.outcome == "cancelled"
         assert "57014" in "\n".join(app.panels["C"].lines)
+
+
+def test_lane_labels_name_several_sessions_in_english():
+    """'waits on B and C', not 'B, C' (the same words as the panels and transcripts)."""
+    from lockrace.app.timeline import Bar, lane_label
+
+    waiting = Bar("D", 1, "UPDATE jobs SET task = 'x'", 0, None, blocked_since=1, blockers=("B", "C"))
+    assert lane_label(waiting, 10)[0] == "waits on B and C"
+    done = Bar("D", 1, "SELECT 1", 0, None, end_ns=5_000_000, blocked_since=1, blocked_until=4_000_000,
+               blockers=("A", "B", "C"), outcome="ok")
+    assert lane_label(done, 10)[0].endswith("waited on A, B and C")
+    skipped = Bar("D", 1, "SELECT 1 FOR UPDATE SKIP LOCKED", 0, None, end_ns=1_000_000, outcome="skipped",
+                  skipped=2, skipped_from=("A", "B"))
+    assert lane_label(skipped, 10)[0].startswith("skipped 2 rows of A and B")

@@ -23,7 +23,7 @@ from ..engine.events import (
     StatementFinished,
     StatementStarted,
 )
-from ..render.transcript import OUTCOME_WORDS
+from ..render.transcript import OUTCOME_WORDS, names_text
 from .status import seconds
 
 MIN_SPAN_NS = 250_000_000  # the narrowest window the timeline follows with
@@ -234,7 +234,7 @@ def lane_label(bar: Bar | None, now: int) -> tuple[str, str]:
         return "", "dim"
     state = bar.state()
     if state == "blocked":
-        who = ", ".join(bar.blockers) or "another transaction"
+        who = names_text(bar.blockers)
         on = f" · {bar.lock.describe()}" if bar.lock else ""
         return f"waits on {who}{on}", "bold #ffd75f"
     if state == "running":
@@ -242,12 +242,11 @@ def lane_label(bar: Bar | None, now: int) -> tuple[str, str]:
     took = seconds(bar.end_ns - bar.start_ns)
     word = OUTCOME_WORDS.get(state, state)
     if state == "skipped":
-        whose = f" of {', '.join(bar.skipped_from)}" if bar.skipped_from else ""
+        whose = f" of {names_text(bar.skipped_from)}" if bar.skipped_from else ""
         word = f"skipped {bar.skipped} row{'s' if bar.skipped != 1 else ''}{whose}"
     text = f"{word} in {took}"
     if bar.was_blocked:
-        who = ", ".join(bar.blockers) or "another transaction"
-        text += f" · waited on {who}"
+        text += f" · waited on {names_text(bar.blockers)}"
     return text, BAR_STYLES.get(state, "white")
 
 
