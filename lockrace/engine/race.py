@@ -35,6 +35,8 @@ from .events import (
 from .outcome import asks_skip_locked, with_skip
 from .session import RunningStatement, Session
 
+SKIP_PROBE_ROWS = 1000  # rows beyond a SKIP LOCKED read's LIMIT that its probe may read
+
 Listener = Callable[[Event], None]
 
 # Statements after which the wait budgets are read back from the server.
@@ -455,21 +457,26 @@ class Race:
         REPEATABLE READ snapshot the session has not taken yet)."""
         probe = skip_probe(sql_text)
         monitor = self.monitor_for(session)
-        if probe is None or monitor is None:
-            return
+        if probe is None or monitor is None or result.truncated:
+            return  # a read too large to keep whole is not compared row by row
         sql, limit, table = probe
+        bound = (limit or 0) + SKIP_PROBE_ROWS  # the probe reads a bounded number of rows too
         try:
             # bounded here too: the monitor's own limits need a server that answers
+            probe_sql = f"{sql} LIMIT {bound}"
             if self.backend.engine == "postgres":
-                mine = await _within(session.conn.execute(sql), CANCEL_S)
+                mine = await _within(session.conn.execute(probe_sql), CANCEL_S)
                 if mine.outcome != "ok":
                     return
                 seen, latest, own = mine.rows, None, 0
             else:
-                seen, latest = await _within(monitor.skip_reads(sql), CANCEL_S)
+                seen, latest = await _within(monitor.skip_reads(probe_sql), CANCEL_S)
                 own = int(session.wrote_in_txn)
             if seen is None:
                 return
+            for rows in (seen, latest or []):
+                if len(rows) >= bound and (limit is None or not result.rows or result.rows[-1] not in rows):
+                    return  # the probe stopped short of what the read passed: no count rather than a wrong one
             result.skipped_rows = count_passed_over(seen, result.rows, limit, latest, own)
             if result.skipped_rows and table:
                 holders = await _within(monitor.row_lock_holders(table, session.ident), CANCEL_S)
