@@ -321,7 +321,8 @@ def _table_name(raw: str | None) -> str:
 
 
 class MySQLMonitor(MonitorConnection):
-    def __init__(self, conn: _Connection, flavor: str, sandbox: str, has_mdl_info: bool):
+    def __init__(self, conn: _Connection, flavor: str, sandbox: str, has_mdl_info: bool,
+                 own_sessions: set[int] | None = None):
         self.conn = conn
         self.ident = conn.thread_id()
         self._broken = False
@@ -330,6 +331,7 @@ class MySQLMonitor(MonitorConnection):
         self._waits_seen: list[tuple] | None = None  # MariaDB: the last answer of InnoDB's lock views
         self.sandbox = sandbox
         self.has_mdl_info = has_mdl_info
+        self.own_sessions = own_sessions if own_sessions is not None else set()  # thread ids of this run's sessions
         self.lock = asyncio.Lock()
         # MariaDB: read InnoDB's lock views once, 5 ms after a statement was sent (it waits
         # by then), not as it starts: a read then finds nothing and, InnoDB refreshing
@@ -553,11 +555,14 @@ class MySQLMonitor(MonitorConnection):
                 if thread and rows and int(rows.group(1)) > 0 and "LOCK WAIT" not in block \
                         and int(thread.group(1)) != exclude:
                     threads.append(int(thread.group(1)))
-            if not threads:
-                return ()
-            cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID IN ("
-                        + ",".join(str(t) for t in threads) + ")", (self.sandbox,))
-            return tuple(sorted(int(r[0]) for r in cur.fetchall()))
+            # this run's sessions work in the sandbox; whether another client does, the
+            # processlist tells (a ~1 ms read on a busy server: only for those)
+            foreign = [t for t in threads if t not in self.own_sessions]
+            if foreign:
+                cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID IN ("
+                            + ",".join(str(t) for t in foreign) + ")", (self.sandbox,))
+                foreign = [int(r[0]) for r in cur.fetchall()]
+            return tuple(sorted([t for t in threads if t in self.own_sessions] + foreign))
 
         try:
             return await self._call(work)
@@ -612,6 +617,7 @@ class MySQLBackend(Backend):
         self.owner: _Connection | None = None  # holds the sandbox's named lock (DSN servers)
         self.marked = True  # the server takes database comments (MariaDB 10.5+)
         self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
+        self.session_idents: set[int] = set()  # thread ids of the sessions this backend opened
         self.budget_prefix = ""  # set by a cluster topology (backends/galera.py)
 
     def _connect_sync(self, database: str | None, role: str = "session") -> _Connection:
@@ -880,11 +886,14 @@ class MySQLBackend(Backend):
     # ------------------------------------------------------------ connections
 
     async def connect_session(self, name: str) -> MySQLSession:
-        return MySQLSession(await self._connect(role="session"), name, self.flavor, self.prepared_xa,
+        conn = await self._connect(role="session")
+        self.session_idents.add(conn.thread_id())
+        return MySQLSession(conn, name, self.flavor, self.prepared_xa,
                             self.budget_prefix)
 
     async def connect_monitor(self) -> MySQLMonitor:
-        return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info)
+        return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
+                            self.session_idents)
 
     async def run_admin(self, sqls: list[str]) -> None:
         conn = await self._connect(role="admin")
