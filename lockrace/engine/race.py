@@ -450,9 +450,9 @@ class Race:
     async def _account_skipped(self, session: Session, sql_text: str, result: StatementResult) -> None:
         """How many rows the SKIP LOCKED read passed over because others lock them,
         and who holds them.  PostgreSQL: the same read without its locking clause,
-        on the session's own connection (its own uncommitted deletes are no
-        skipped rows; the read changes nothing there: its snapshot is already
-        taken).  MariaDB/MySQL: on the monitor, as committed and at READ
+        on the monitor, or on the session's own connection once its transaction
+        changed rows (its own uncommitted deletes are no skipped rows; the read
+        changes nothing there: its snapshot is already taken).  MariaDB/MySQL: on the monitor, as committed and at READ
         UNCOMMITTED (a plain read in the session would fix an InnoDB
         REPEATABLE READ snapshot the session has not taken yet)."""
         probe = skip_probe(sql_text)
@@ -464,11 +464,14 @@ class Race:
         try:
             # bounded here too: the monitor's own limits need a server that answers
             probe_sql = f"{sql} LIMIT {bound}"
-            if self.backend.engine == "postgres":
+            if self.backend.engine == "postgres" and session.wrote_in_txn:
+                # its own uncommitted changes are seen only from its own connection
                 mine = await _within(session.conn.execute(probe_sql), CANCEL_S)
                 if mine.outcome != "ok":
                     return
                 seen, latest, own = mine.rows, None, 0
+            elif self.backend.engine == "postgres":
+                seen, latest, own = await _within(monitor.plain_read(probe_sql), CANCEL_S), None, 0
             else:
                 seen, latest = await _within(monitor.skip_reads(probe_sql), CANCEL_S)
                 own = int(session.wrote_in_txn)
