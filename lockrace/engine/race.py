@@ -50,6 +50,7 @@ _PG_FINISH_PREPARED = re.compile(r"\b(?:COMMIT|ROLLBACK)\s+PREPARED\s+('(?:[^']|
 _XA_PREPARE = re.compile(r"\bXA\s+PREPARE\s+([^;]+?)\s*(?:;|$)", re.IGNORECASE)
 _XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE)?\s*(?:;|$)", re.IGNORECASE)
 
+_LOCK_STATEMENT = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
 
 _TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connections|connection limit", re.IGNORECASE)
@@ -301,6 +302,13 @@ class Race:
                 result = StatementResult("error", message="not sent: the SQL contains a NUL byte (\\0), "
                                                           "where the server would see the statement end")
             else:
+                if stmt.budget is not None and stmt.budget.ms == 0 and self.monitor_for(session) is not None \
+                        and not _LOCK_STATEMENT.match(stmt.sql):
+                    # refused at once, if at all: ask who holds the rows while it runs, so that a
+                    # caller does not wait for that question after the answer (the holders
+                    # are the same: they hold the lock already)
+                    stmt.holders_task = asyncio.ensure_future(self._holders_now(session, stmt.sql))
+                    stmt.holders_task.add_done_callback(_consume)
                 result = await session.conn.execute(stmt.sql)
         except asyncio.CancelledError:
             result = StatementResult("cancelled", message="cancelled while closing")
@@ -328,6 +336,13 @@ class Race:
             result.outcome = "refused"
         if result.outcome == "ok" and asks_skip_locked(stmt.sql):
             await self._account_skipped(session, stmt.sql, result)
+        elif result.outcome == "refused" and stmt.holders_task is not None:
+            try:
+                idents = await _within(asyncio.shield(stmt.holders_task), 2)
+            except Exception:
+                idents = None  # the views could not say: held_by stays None
+            if idents is not None:
+                result.held_by = tuple(sorted(self.name_of(i, session.node) for i in idents))
         elif result.outcome == "refused":
             await self._ask_holders(session, stmt.sql, result)
         self._track_prepared(session, stmt.sql, result)
@@ -502,6 +517,10 @@ class Race:
         if self.nodes is not None and not re.match(r"(pid|thread) \d+", name):
             return name  # a cluster's own process (replay, a node's applier)
         return f"another client ({name})"
+
+    async def _holders_now(self, session: Session, sql_text: str) -> tuple[int, ...] | None:
+        monitor = self.monitor_for(session)
+        return None if monitor is None else await monitor.refusal_holders(sql_text, "", session.ident)
 
     async def _ask_holders(self, session: Session, sql_text: str, result: StatementResult) -> None:
         """A refusal names no holder: ask the server's lock views at once who holds locks on that table."""

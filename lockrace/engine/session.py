@@ -31,6 +31,7 @@ class RunningStatement:
     lock: LockInfo | None = None
     locks_seen: tuple[LockInfo, ...] = ()
     ever_blocked: bool = False
+    holders_task: asyncio.Future | None = None  # a NOWAIT's lock holders, asked while it runs
     polled: bool = False  # the monitor has looked at the server's lock views for it
     done: asyncio.Event = field(default_factory=asyncio.Event)
     blocked: asyncio.Event = field(default_factory=asyncio.Event)
