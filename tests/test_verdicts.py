@@ -195,3 +195,22 @@ async def test_new_expectations_fail_when_the_server_says_otherwise(pg_backend):
     assert "expected rows-exactly: 2 | 0; 1 | 0, got rows 1 | 0; 2 | 0" in text
     assert "expected exactly one of steps 4, 5 to end deadlock, got step 4 timed_out, step 5 ok" in text
     assert len(report.failures) == 5
+
+
+async def test_stepping_runs_each_engines_own_sql(mysql_backend):
+    # The app steps a scenario one step at a time (Player): a step with per-engine
+    # SQL runs the MariaDB variant there (LOCK IN SHARE MODE: with the PostgreSQL text
+    # the share locks were not taken and D never waited).
+    from lockrace.app.player import Player
+
+    scenario = read_scenario(DATA / "blocked-by-union.race")
+    race = await Race(mysql_backend, scenario.session_names()).open()
+    try:
+        player = Player(race, scenario, on_entry=lambda entry: None, step_timeout=5)
+        await player.prepare()
+        while await player.step():
+            pass
+    finally:
+        await race.close()
+    assert [r.failures for r in player.records] == [[]] * 7
+    assert player.records[1].result.outcome == "ok"

@@ -196,7 +196,7 @@ class ScenarioRunner:
             record.failures = check(record, step.applicable(self.flavor))
             self.on_entry(Entry("problem", record, text=record.problem))
             return record, None
-        stmt = self.race.submit(step.session, step.sql)
+        stmt = self.race.submit(step.session, step.sql_for(self.flavor) or step.sql)  # per-engine SQL
         self.launched = index
         self.pending[step.name] = (record, stmt)
         self.on_entry(Entry("launch", record))
