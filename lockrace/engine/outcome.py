@@ -16,6 +16,9 @@ installed where lockrace is developed:
   1317 ER_QUERY_INTERRUPTED  "Query execution was interrupted"
 MariaDB answers NOWAIT / WAIT 0 with 1205 at once (and WAIT 0.5 too: it keeps
 only the whole seconds), and max_statement_time with 1969 ER_STATEMENT_TIMEOUT.
+1205 under innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0) is a
+refusal too: the engine turns such a ``timed_out`` into ``refused`` once it
+knows the budget in force (engine/race.py, Session.budget_for).
 
 Cluster outcomes:
   certification_conflict  MariaDB Galera sends the same 1213 for a transaction
