@@ -127,3 +127,33 @@ async def test_saved_deadlock_replays_with_the_same_transcript(pg_server, tmp_pa
     assert code == 0, printed
     assert "ERROR: 40P01: deadlock detected" in saved
     assert TIMES.sub("T", saved) == TIMES.sub("T", printed)
+
+
+async def test_pg_deadlock_played_in_the_app_replays_with_the_same_verdicts(pg_server, tmp_path):
+    """The built-in pg-deadlock stepped in the app (F5, then F6 to the end), saved with Ctrl+S:
+    ``lockrace run`` of the saved race passes, with the same outcome for every statement
+    (the victim's 40P01 included) and the same transcript but for measured times."""
+    from lockrace.scenario.library import resolve
+    from lockrace.scenario.text_format import read_scenario
+
+    scenario = resolve("pg-deadlock")
+    async with running_app(targets={"postgres": pg_server}, scenario=scenario, save_dir=tmp_path) as (app, pilot):
+        player = app.player
+        await pilot.press("f5")
+        await until(pilot, lambda: player.position == 1 and not player.busy, what="first step")
+        await pilot.press("f6")
+        await until(pilot, lambda: player.finished, timeout=30, what="scenario end")
+        assert [f for r in player.records for f in r.failures] == []
+        played = [(r.step.session, r.result.outcome) for r in player.records]
+        assert ("A", "deadlock") in played
+        await save_through_dialog(app, pilot, tmp_path / "played.race")
+    saved = read_scenario(tmp_path / "played.race")
+    replayed = []
+    for step in saved.steps:
+        outcome = [e.value for e in step.applicable("postgres") if e.key == "outcome"]
+        replayed.append((step.session, outcome[0] if outcome else "ok"))
+    assert replayed == played
+    code, printed = await lockrace_run(tmp_path / "played.race")
+    assert code == 0, printed
+    assert "ERROR: 40P01: deadlock detected" in printed
+    assert TIMES.sub("T", (tmp_path / "played.txt").read_text()) == TIMES.sub("T", printed)
