@@ -26,7 +26,7 @@ from textual.widgets import Footer, Header, Static
 from .. import exitguard
 from ..engine.events import Event, ServerNote, StatementFinished, StatementStarted
 from ..engine.race import Race, SessionBusy
-from ..engine.runner import Entry
+from ..engine.scheduler import Entry
 from ..render.transcript import names_text
 from ..scenario.library import builtins
 from ..scenario.model import Scenario

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..engine.events import LockInfo, StatementResult
-from ..engine.runner import Entry, RunReport
+from ..engine.scheduler import Entry, RunReport
 from ..engine.verify import StepRecord, check
 from ..scenario.model import Scenario
 from .tables import result_lines
