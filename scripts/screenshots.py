@@ -1,7 +1,7 @@
 """Play scenarios in the real app, headless, to their telling moment and
 save SVG screenshots in screenshots/.
 
-    python scripts/screenshots.py            # every picture
+    python scripts/screenshots.py            # every picture, at 160x48 and at 80x24
     python scripts/screenshots.py pg-nowait  # only those whose name contains this
 
 Starts the embedded PostgreSQL 18, a private MariaDB and a private MariaDB
@@ -24,7 +24,8 @@ from lockrace.scenario.library import resolve  # noqa: E402
 from lockrace.servers.target import target_for  # noqa: E402
 
 OUT = ROOT / "screenshots"
-SIZE = (160, 46)
+SIZES = [(160, 48), (80, 24)]  # the first is the pictures' plain name, the others get a -COLSxROWS suffix
+SIZE = SIZES[0]
 
 
 async def wait_for(pilot, condition, timeout=20.0, what="condition"):
@@ -75,6 +76,11 @@ async def free_form_shot(targets, engine: str, filename: str) -> Path:
             panel.input.focus()
             panel.input.value = sql
             await panel.input.action_submit()
+            await pilot.pause(0.1)
+            session_state = app.race.sessions[session]
+            while panel.status.statements == count and session_state.running is None and panel.input.value == sql:
+                await panel.input.action_submit()  # refused while the last one was being wrapped up: again
+                await pilot.pause(0.1)
 
             def settled() -> bool:
                 st = panel.status
@@ -89,6 +95,10 @@ async def free_form_shot(targets, engine: str, filename: str) -> Path:
         await submit("B", "UPDATE accounts SET balance = balance + 10 WHERE id = 1;")
         await wait_for(pilot, lambda: app.panels["B"].status.running is not None
                        and app.panels["B"].status.running.blocked_since is not None, what="B blocked")
+        await submit("C", "SELECT generate_series(1, 2000000) AS n;" if engine == "postgres"
+                     else "SELECT seq AS n FROM seq_1_to_2000000;")
+        await submit("D", "UPDATE accounts SET balance = balance + 20 WHERE id = 1;")
+        await wait_for(pilot, lambda: not app.panels["C"].drawing, what="C's rows drawn")
         await pilot.pause(2.0)  # let the bar grow toward the budget marker
         app.panels["A"].input.focus()
         app.panels["A"].input.value = "COMMIT;"
@@ -129,10 +139,17 @@ async def main(only: str) -> int:
             if engine not in servers:
                 servers[engine] = await asyncio.to_thread(target_for, engine, None)
             targets = {engine: servers[engine]}
-            t0 = time.monotonic()
-            path = await make(targets)
-            made.append(path)
-            print(f"{path.relative_to(ROOT)}  ({time.monotonic() - t0:.1f} s)", flush=True)
+            global SIZE
+            for size in SIZES[1:] + SIZES[:1]:  # the plain name last: each run writes it first
+                SIZE = size
+                t0 = time.monotonic()
+                path = await make(targets)
+                if size != SIZES[0]:
+                    sized = path.with_name(f"{path.stem}-{size[0]}x{size[1]}{path.suffix}")
+                    path.replace(sized)
+                    path = sized
+                made.append(path)
+                print(f"{path.relative_to(ROOT)}  ({time.monotonic() - t0:.1f} s)", flush=True)
     finally:
         for target in servers.values():
             await asyncio.to_thread(target.stop)

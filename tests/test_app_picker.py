@@ -18,8 +18,10 @@ def test_current_engine_first_then_filtered():
     pg = names(ordered(all_, "postgres"))
     my = names(ordered(all_, "mysql"))
     assert pg[0].startswith("pg-") and my[0].startswith("mysql-")
-    first_other = next(i for i, n in enumerate(pg) if n.startswith("mysql-"))
-    assert all(n.startswith("mysql-") for n in pg[first_other:])
+    pg_all = ordered(all_, "postgres")
+    first_other = next(i for i, sc in enumerate(pg_all) if not sc.runs_on("postgres"))
+    assert first_other > 0 and not any(sc.runs_on("postgres") for sc in pg_all[first_other:])
+    assert any(n.startswith("mysql-") for n in pg[first_other:])
     assert names(ordered(all_, "postgres", "skip"))[:2] == ["pg-skip-locked", "pg-skip-locked-worker-queue"]
     assert names(ordered(all_, "mysql", "skip"))[0] == "mysql-skip-locked"
     assert names(ordered(all_, "postgres", "pgsl"))[0] == "pg-skip-locked"  # letters in order

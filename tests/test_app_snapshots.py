@@ -1,14 +1,17 @@
 """Snapshot tests of the main layout (pytest-textual-snapshot).
 
-Both pictures are taken in a fixed state with no timings on screen: the app
+The pictures are taken in a fixed state with no timings on screen: the app
 connected to the embedded PostgreSQL 18 with a scenario loaded but no step
-run yet, and the help screen.  Update with ``pytest --snapshot-update``
+run yet, at 80x24, 100x30, 120x40 and 160x48 (and with a panel zoomed at
+80x24), and the help screen.  Update with ``pytest --snapshot-update``
 after checking the new SVG by eye.
 """
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from lockrace.app.app import LockraceApp
 from lockrace.scenario.library import resolve
@@ -23,9 +26,26 @@ def _ready(app):
     return run_before
 
 
-def test_main_layout_scenario_loaded(snap_compare, pg_server):
+SIZES = [(80, 24), (100, 30), (120, 40), (160, 48)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_main_layout_scenario_loaded(snap_compare, pg_server, size):
     app = LockraceApp(scenario=resolve("pg-nowait"), targets={"postgres": pg_server})
-    assert snap_compare(app, terminal_size=(140, 40), run_before=_ready(app))
+    assert snap_compare(app, terminal_size=size, run_before=_ready(app))
+
+
+def test_zoomed_panel_at_80x24(snap_compare, pg_server):
+    app = LockraceApp(scenario=resolve("pg-nowait"), targets={"postgres": pg_server})
+
+    async def run_before(pilot):
+        await asyncio.wait_for(app.ready.wait(), 30)
+        await pilot.press("alt+b", "f10")
+        await pilot.pause()
+        app.screen.set_focus(None)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
 def test_help_screen(snap_compare, pg_server):

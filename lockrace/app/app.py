@@ -19,7 +19,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Container, Grid
+from textual.containers import Container, Grid, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
@@ -48,6 +48,8 @@ SESSION_NAMES = ("A", "B", "C", "D")  # free-form sessions, and the ids of the f
 # ~6-10 ms of Textual rendering on a small machine).
 REDRAW_BY_AGE = ((2.0, 0.2), (10.0, 0.5), (float("inf"), 1.0))  # (younger than s, redraw every s)
 WIDE_COLUMNS = 170  # at or above this width the four panels stand side by side
+COMPACT_ROWS = 34  # below this height the timeline puts its axis labels on the axis line
+NO_HEADER_ROWS = 30  # below this height the header line goes (its text moves to the timeline's title)
 
 FREE_FORM_SETUP = [
     "CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);\n"
@@ -107,6 +109,7 @@ class LockraceApp(App[int]):
         Binding("ctrl+l", "lab", "Lab", show=False),
         Binding("ctrl+n", "editor", "Multi-line", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("f10", "zoom", "Zoom"),
         Binding("alt+a", "focus_session('A')", "Session A", show=False),
         Binding("alt+b", "focus_session('B')", "Session B", show=False),
         Binding("alt+c", "focus_session('C')", "Session C", show=False),
@@ -152,11 +155,15 @@ class LockraceApp(App[int]):
         self._ticker: asyncio.Task | None = None
         self._scenarios: list[Scenario] | None = None
         self._bar_shown: tuple = ()
+        self.zoomed: str | None = None  # the session whose panel is zoomed (F10)
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="scenario-bar")
+        box = VerticalScroll(id="scenario-box")  # a long lesson scrolls (mouse wheel) rather than being cut
+        box.can_focus = False  # Tab goes from panel to panel
+        with box:
+            yield Static(id="scenario-bar")
         yield Static(id="banner")
         with Grid(id="panels"):
             for name in SESSION_NAMES:
@@ -167,8 +174,8 @@ class LockraceApp(App[int]):
 
     @property
     def panels(self) -> dict[str, SessionPanel]:
-        """The panels on screen, by the session each shows."""
-        return {p.session: p for p in self._panel_list if p.display}
+        """The panels in use, by the session each shows (a zoom hides the others but they keep drawing)."""
+        return {p.session: p for p in getattr(self, "_panel_list", [])[: len(self.shown)]}
 
     @property
     def timeline(self) -> Timeline:
@@ -182,23 +189,56 @@ class LockraceApp(App[int]):
         for panel in self._panel_list:
             self.logs[panel.session] = panel.session_log
         self.sub_title = self.pool.starting_text(self.engine)
-        box = self.query_one("#timeline-box")
-        box.border_title = "wait-budget timeline"
-        box.border_subtitle = "▬ running  █ blocked  ┃ budget ends"
-        self._apply_width(self.size.width)
+        self._apply_size()
         self._show_bar()
         self.query_one("#input-A").focus()
         self.open_race(self.engine, self.initial_scenario)
 
     def on_resize(self, event) -> None:
-        self._apply_width(event.size.width)
+        self._apply_size()
 
-    def _apply_width(self, width: int) -> None:
+    def _apply_size(self) -> None:
+        """Fit the layout to the terminal: 4x1 panels from WIDE_COLUMNS, 2x2 below; on short
+        terminals no header line and a one-line timeline axis; a zoomed panel alone."""
+        width, height = self.size.width, self.size.height
         grid = self.query_one("#panels")
-        count = sum(1 for p in self._panel_list if p.display) if hasattr(self, "_panel_list") else 4
-        grid.set_class(width >= WIDE_COLUMNS or count <= 2, "wide")
-        grid.styles.grid_size_columns = count if width >= WIDE_COLUMNS or count <= 2 else 2
-        grid.styles.grid_size_rows = 1 if width >= WIDE_COLUMNS or count <= 2 else 2
+        panels = getattr(self, "_panel_list", [])
+        zoomed = self.zoomed if self.zoomed in self.panels else None
+        for panel in panels[: len(self.shown)]:  # set with the grid's size, in one layout pass
+            panel.display = zoomed is None or panel.session == zoomed
+        count = 1 if zoomed is not None else min(len(self.shown), len(panels)) or 4
+        side_by_side = width >= WIDE_COLUMNS or count <= 2
+        grid.set_class(side_by_side, "wide")
+        grid.styles.grid_size_columns = count if side_by_side else 2
+        grid.styles.grid_size_rows = 1 if side_by_side else 2
+        self.query_one(Header).display = height >= NO_HEADER_ROWS
+        box = self.query_one("#scenario-box")
+        box.styles.max_height = 2 if height < NO_HEADER_ROWS else 4 if height < 40 else 6
+        timeline = self.timeline
+        timeline.set_compact(height < COMPACT_ROWS)
+        self._timeline_title()
+
+    def _timeline_title(self) -> None:
+        timeline = self.timeline
+        title = "wait-budget timeline · ▬ running █ blocked ┃ budget ends"
+        if not self.query_one(Header).display and self.sub_title:  # the header's text, where it still shows
+            title = f"{self.sub_title} · ▬ running █ blocked ┃ budget"
+        timeline.set_title(title)
+
+    def watch_sub_title(self) -> None:
+        if hasattr(self, "_panel_list"):
+            self._timeline_title()
+
+    def action_zoom(self) -> None:
+        """Zoom the focused session's panel to the whole panel area, or back to all of them."""
+        name = self.focused_session()
+        self.zoomed = None if self.zoomed is not None else name
+        self._apply_size()
+        panel = self.panels.get(name)
+        if panel is not None:
+            panel.input.focus()
+            if panel.session_log.entries:
+                panel.call_after_refresh(panel._redraw, panel.session_log)  # rewrap at the new width
 
     def _banner(self, text: str | None, style: str = "bold") -> None:
         banner = self.query_one("#banner", Static)
@@ -501,7 +541,7 @@ class LockraceApp(App[int]):
                 panel.show(self.logs[names[i]])
             else:
                 panel.display = False
-        self._apply_width(self.size.width)
+        self._apply_size()
         if self.player is not None:
             self._show_next()
         else:
@@ -673,9 +713,14 @@ class LockraceApp(App[int]):
         panel = self.panels.get(name)
         if panel is None and name in SESSION_NAMES:
             index = SESSION_NAMES.index(name)
-            shown = [p for p in self._panel_list if p.display]
+            shown = self._panel_list[: len(self.shown)]
             panel = shown[index] if index < len(shown) else None
         if panel is not None:
+            if self.zoomed is not None and self.zoomed != panel.session:  # the zoom moves to it
+                self.zoomed = panel.session
+                self._apply_size()
+                self.call_after_refresh(panel.input.focus)
+                return
             panel.input.focus()
 
     def action_editor(self) -> None:

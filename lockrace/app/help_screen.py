@@ -29,6 +29,9 @@ KEYS = [
     ("F8", "switch engine: PostgreSQL ↔ MariaDB/MySQL (both servers stay up until quit)"),
     ("F9", "scenario picker: this engine's first; type to filter, Enter loads"),
     ("Ctrl+F", "back to the free-form sandbox (fresh sessions and tables)"),
+    ("F10", "zoom the focused session's panel to the whole panel area (again: all four panels)"),
+    ("Timeline", "Tab or click to focus it, then Left / Right: earlier / later, + / -: zoom in / out,\n"
+                 "Home: the whole race, End: follow the action again (the mouse wheel scrolls it too)"),
     ("Ctrl+O", "open a .race scenario or a PostgreSQL isolation .spec file by path"),
     ("Ctrl+T", "isolation spec: choose which permutation to step (restarts it from its setup)"),
     ("Ctrl+G", "choose which sessions the four panels show (more than four sessions)"),
@@ -64,6 +67,8 @@ def help_text() -> Group:
     lanes.add_row("▬", "a statement running (or how long it ran)")
     lanes.add_row("█", "the stretch the server reported it blocked")
     lanes.add_row("┃", "where its wait budget ends: start + lock_timeout / innodb_lock_wait_timeout / WAIT n")
+    lanes.add_row("", "the timeline follows the action: the statements running now and their budgets (or the last\n"
+                      "ones to finish), so a 100 ms budget stays readable however long the app has been open")
     heading = lambda text: Text(f"\n{text}", style="bold underline")  # noqa: E731
     return Group(heading("Keys"), keys, heading("Session states (badge colour and text)"), states,
                  heading("Panel borders"), borders, heading("Timeline"), lanes)

@@ -116,7 +116,7 @@ def expectations_for(p: Played, flavor: str) -> list[Expectation]:
         if p.finished_after > p.launched_index:
             out.append(Expectation("completes_after", p.finished_after))
     if res.has_rows and not res.result_sets:
-        out.append(Expectation("rows", len(res.rows)))
+        out.append(Expectation("rows", res.total_rows))
     if res.skipped_rows:
         out.append(Expectation("skipped", res.skipped_rows))
     return out

@@ -8,6 +8,8 @@ user switches which sessions are shown).
 
 from __future__ import annotations
 
+from collections import deque
+
 from ..engine.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
 from ..render.transcript import OUTCOME_WORDS, holder_words, names_text
@@ -56,13 +58,17 @@ def annotation(result) -> str:
     return "-- " + "; ".join(parts)
 
 
+SESSION_LOG_LINES = 5000
+
+
 class SessionLog:
     def __init__(self, name: str, flavor: str = "postgres"):
         self.name = name
         self.flavor = flavor
         self.node = ""  # cluster races: the node this session sits on
         self.status = SessionStatus(name)
-        self.entries: list[tuple[str, str]] = []  # (line, style)
+        # (line, style), the latest SESSION_LOG_LINES: a day of typing stays bounded in memory
+        self.entries: deque[tuple[str, str]] = deque(maxlen=SESSION_LOG_LINES)
         self.next_text: str | None = None  # the next scenario step, when it is this session's
 
     @property
@@ -77,18 +83,19 @@ class SessionLog:
     def apply(self, event: Event) -> list[tuple[str, str]]:
         """Take one of this session's events; returns the transcript lines it adds."""
         self.status.apply(event)
-        start = len(self.entries)
+        added: list[tuple[str, str]] = []
+        write = lambda line, style="": added.append(self.write(line, style))  # noqa: E731
         if isinstance(event, StatementStarted):
             first, *rest = event.sql.splitlines() or [""]
-            self.write(f"{self.name}> {first}", "bold")
+            write(f"{self.name}> {first}", "bold")
             for line in rest:
-                self.write(f"   {line}", "bold")
+                write(f"   {line}", "bold")
         elif isinstance(event, StatementFinished):
             res = event.result
             error = bool(res.code) or (res.failed and bool(res.message))
             for line in result_lines(res, self.flavor):
-                self.write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
+                write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
             for notice in res.notices:
-                self.write(notice, "italic #9e9e9e")
-            self.write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
-        return self.entries[start:]
+                write(notice, "italic #9e9e9e")
+            write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
+        return added

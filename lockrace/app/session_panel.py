@@ -8,6 +8,8 @@ sessions), redrawing that session's whole transcript.
 
 from __future__ import annotations
 
+from collections import deque
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +20,10 @@ from textual.widgets import Input, RichLog, Static
 
 from ..engine.events import Event
 from .session_log import SessionLog
+
+
+PANEL_MAX_LINES = 1000  # lines a panel keeps on screen (its session log keeps more, also bounded)
+DRAW_BATCH = 20  # transcript lines drawn per loop turn
 
 
 class WaitLine(Widget):
@@ -84,6 +90,8 @@ class SessionPanel(Vertical):
         self.border_title = f"Session {name}"
         self._shown: tuple = ()
         self._next_text: str | None = ""
+        self._pending: deque[tuple[str, str]] = deque()  # lines waiting to be drawn, a few per frame
+        self._flushing = False
 
     @property
     def session(self) -> str:
@@ -106,7 +114,8 @@ class SessionPanel(Vertical):
         yield Static(self._badges(), classes="badges")
         self._wait_line = WaitLine(lambda: self.status, classes="wait-line")
         yield self._wait_line
-        log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=16, classes="transcript")
+        log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=16,
+                      max_lines=PANEL_MAX_LINES, classes="transcript")
         log.can_focus = False
         yield log
         yield Static("", classes="next-step")
@@ -168,6 +177,7 @@ class SessionPanel(Vertical):
         self.input.placeholder = f"{self.name_hint()} type SQL, Enter runs it in {log.name}"
         self._shown = ()
         self.transcript.clear()
+        self._pending.clear()
         if log.entries:
             # drawn once the panel has its size (it may just have been un-hidden): a RichLog wraps at write time
             self.call_after_refresh(self._redraw, log)
@@ -178,15 +188,39 @@ class SessionPanel(Vertical):
         if log is not self.session_log:
             return
         self.transcript.clear()
-        for line, style in log.entries:
+        self._pending.clear()
+        for line, style in list(log.entries)[-PANEL_MAX_LINES:]:
             self._draw(line, style)
 
     def _draw(self, line: str, style: str) -> None:
-        shown = line
-        stripped = line.lstrip(" ")
-        if len(stripped) != len(line):  # keep psql's alignment: wrapping would drop leading spaces
-            shown = "\u00a0" * (len(line) - len(stripped)) + stripped
-        self.transcript.write(Text(shown, style=style))
+        """Queue a line: lines are written DRAW_BATCH at a time, one batch per loop turn, so a
+        200-row result never holds the loop (and keys) for the whole of its drawing."""
+        self._pending.append((line, style))
+        if not self._flushing:
+            self._flushing = True
+            self.call_later(self._flush)
+
+    def _flush(self) -> None:
+        self._flushing = False
+        if not self.is_attached:
+            self._pending.clear()
+            return
+        log = self.transcript
+        for _ in range(min(DRAW_BATCH, len(self._pending))):
+            line, style = self._pending.popleft()
+            shown = line
+            stripped = line.lstrip(" ")
+            if len(stripped) != len(line):  # keep psql's alignment: wrapping would drop leading spaces
+                shown = "\u00a0" * (len(line) - len(stripped)) + stripped
+            log.write(Text(shown, style=style))
+        if self._pending:
+            self._flushing = True
+            self.set_timer(0.005, self._flush)  # let input and repaint in between batches
+
+    @property
+    def drawing(self) -> bool:
+        """Lines still waiting to be drawn (tests wait for this to settle)."""
+        return bool(self._pending)
 
     def write(self, line: str, style: str = "") -> None:
         self._draw(*self.session_log.write(line, style))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widget import Widget
 
 from ..engine.events import (
@@ -22,11 +23,23 @@ from ..engine.events import (
     StatementFinished,
     StatementStarted,
 )
-from ..render.transcript import OUTCOME_WORDS
+from ..render.transcript import OUTCOME_WORDS, names_text
 from .status import seconds
 
-HORIZON_NS = 60_000_000_000  # finished bars older than this (before the latest activity) scroll away
-MIN_SPAN_NS = 1_000_000_000
+MIN_SPAN_NS = 250_000_000  # the narrowest window the timeline follows with
+RECENT_NS = 2_000_000_000  # once nothing runs: the statements that ended this close to the last one
+MAX_BARS = 5000  # history kept for scrolling back; older finished bars are dropped
+MIN_MANUAL_SPAN_NS = 10_000_000  # zooming in stops at a 10 ms window
+
+
+@dataclass
+class View:
+    """Which stretch of time the timeline shows: following the action, or a window
+    the user scrolled/zoomed to (``end_ns`` and ``span_ns``)."""
+
+    follow: bool = True
+    end_ns: int = 0
+    span_ns: int = 0
 
 BAR_STYLES = {
     "running": "#87d7ff",
@@ -105,6 +118,8 @@ class TimelineModel:
             bar = Bar(event.session, event.stmt_id, event.sql, event.t_ns, event.budget)
             self.bars.append(bar)
             self._open[event.stmt_id] = bar
+            if len(self.bars) > MAX_BARS:
+                self.bars = [b for b in self.bars[-MAX_BARS:]] + [b for b in self.bars[:-MAX_BARS] if b.running]
         elif isinstance(event, StatementBlocked):
             bar = self._open.get(event.stmt_id)
             if bar is not None:
@@ -134,21 +149,55 @@ class TimelineModel:
                     bar.blockers = res.blocked_by
         # StatementUnblocked: the bar keeps its blocked stretch until it finishes
 
-    def window(self, now: int) -> tuple[int, int, list[Bar]]:
-        """(t0, t1, visible bars): auto-scaled to what is worth seeing."""
+    def last_bar(self, lane: str) -> Bar | None:
+        for bar in reversed(self.bars):
+            if bar.session == lane:
+                return bar
+        return None
+
+    def extent(self, now: int) -> tuple[int, int]:
+        """From the first statement to now (anything running) or the last end."""
         if not self.bars:
-            return now - MIN_SPAN_NS, now, []
-        latest = max((b.end_ns or now) for b in self.bars)
-        visible = [b for b in self.bars if b.running or (b.end_ns or now) >= latest - HORIZON_NS]
-        t0 = min(b.start_ns for b in visible)
-        t1 = now if self.live else latest
-        for b in visible:
+            return now - MIN_SPAN_NS, now
+        first = min(b.start_ns for b in self.bars)
+        last = now if self.live else max(b.end_ns or now for b in self.bars)
+        return first, max(last, first + MIN_SPAN_NS)
+
+    def follow_window(self, now: int) -> tuple[int, int]:
+        """The window on the action: the statements running now (or, once nothing runs, the
+        last ones to finish) and their budget markers, so a 100 ms budget stays readable
+        however long the app has been open."""
+        if not self.bars:
+            return now - MIN_SPAN_NS, now
+        if self.live:
+            focus = list(self._open.values())
+            t1 = now
+        else:
+            t1 = max(b.end_ns or now for b in self.bars)
+            focus = [b for b in self.bars if (b.end_ns or now) >= t1 - RECENT_NS]
+            waits = [b for b in focus if b.was_blocked or b.outcome in ("timed_out", "refused", "deadlock")]
+            if waits:  # the last waits, and what ran beside them, rather than every recent statement
+                t1 = max(b.end_ns or now for b in waits)
+                focus = waits
+        t0 = min(b.start_ns for b in focus)
+        for b in focus:
             if b.budget is not None and b.budget.ms > 0 and (b.running or b.was_blocked):
                 t1 = max(t1, b.start_ns + int(b.budget.ms * 1e6))
-        t1 = max(t1, t0 + MIN_SPAN_NS)
+        span = max(MIN_SPAN_NS, t1 - t0)
+        t0 -= span // 12  # a little of what came just before
+        span = t1 - t0
         if self.live:
             # a steady axis: the span snaps up to 1-2-5 steps, so a live redraw moves only bar ends
-            t1 = t0 + _snap_span(t1 - t0)
+            span = _snap_span(span)
+        return t0, t0 + max(span, MIN_SPAN_NS)
+
+    def window(self, now: int, view: View | None = None) -> tuple[int, int, list[Bar]]:
+        """(t0, t1, bars that show in it)."""
+        if view is None or view.follow:
+            t0, t1 = self.follow_window(now)
+        else:
+            t0, t1 = view.end_ns - view.span_ns, view.end_ns
+        visible = [b for b in self.bars if b.start_ns <= t1 and (b.end_ns or now) >= t0]
         return t0, t1, visible
 
 
@@ -185,7 +234,7 @@ def lane_label(bar: Bar | None, now: int) -> tuple[str, str]:
         return "", "dim"
     state = bar.state()
     if state == "blocked":
-        who = ", ".join(bar.blockers) or "another transaction"
+        who = names_text(bar.blockers)
         on = f" · {bar.lock.describe()}" if bar.lock else ""
         return f"waits on {who}{on}", "bold #ffd75f"
     if state == "running":
@@ -193,20 +242,24 @@ def lane_label(bar: Bar | None, now: int) -> tuple[str, str]:
     took = seconds(bar.end_ns - bar.start_ns)
     word = OUTCOME_WORDS.get(state, state)
     if state == "skipped":
-        whose = f" of {', '.join(bar.skipped_from)}" if bar.skipped_from else ""
+        whose = f" of {names_text(bar.skipped_from)}" if bar.skipped_from else ""
         word = f"skipped {bar.skipped} row{'s' if bar.skipped != 1 else ''}{whose}"
     text = f"{word} in {took}"
     if bar.was_blocked:
-        who = ", ".join(bar.blockers) or "another transaction"
-        text += f" · waited on {who}"
+        text += f" · waited on {names_text(bar.blockers)}"
     return text, BAR_STYLES.get(state, "white")
 
 
-def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
-    name_w = max([3] + [len(lane) + len(model.nodes.get(lane, "")) + 3 for lane in model.lanes if model.nodes.get(lane)])
+def render_timeline(model: TimelineModel, width: int, now: int, view: View | None = None,
+                    compact: bool = False) -> Text:
+    """One line per lane, then the axis: tick marks and their labels on one more line,
+    or on the axis line itself when ``compact``.  Times on the axis count from the
+    window's left edge.  On a cluster a lane is named with its node (C@node2)."""
+    name_w = max([3] + [len(lane) + 2 + (len(model.nodes[lane]) + 1 if model.nodes.get(lane) else 0)
+                        for lane in model.lanes])
     label_w = max(18, min(46, width // 3))
     area = max(10, width - name_w - label_w - 2)
-    t0, t1, visible = model.window(now)
+    t0, t1, visible = model.window(now, view)
     span = max(1, t1 - t0)
 
     def col(t: int) -> int:
@@ -216,22 +269,22 @@ def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
     for lane in model.lanes:
         cells: list[tuple[str, str]] = [("─", "#3a3a3a")] * area
         markers: list[tuple[int, str]] = []
-        last: Bar | None = None
         for bar in visible:
             if bar.session != lane:
                 continue
-            last = bar
             end = bar.end_ns if bar.end_ns is not None else now
             state = bar.state()
             color = BAR_STYLES.get(state, "white")
-            x0, x1 = col(bar.start_ns), col(end)
+            x0, x1 = col(max(bar.start_ns, t0)), col(min(end, t1))
             bx = col(bar.blocked_since) if bar.blocked_since is not None else None
+            bend = col(bar.blocked_until) if bar.blocked_until is not None else None
             for x in range(x0, max(x0, x1) + 1):
-                blocked_part = bx is not None and x >= bx and (bar.blocked_until is None or x <= col(bar.blocked_until))
+                blocked_part = bx is not None and x >= bx and (bend is None or x <= bend)
                 cells[x] = ("█" if blocked_part else "▬", color)
             if bar.budget is not None and (bar.running or bar.was_blocked or state in ("refused", "timed_out")):
-                mx = col(bar.start_ns + int(bar.budget.ms * 1e6))
-                markers.append((mx, "bold #ffffff on #870000" if bar.running else "bold #ffffff"))
+                at = bar.start_ns + int(bar.budget.ms * 1e6)
+                if t0 <= at <= t1:
+                    markers.append((col(at), "bold #ffffff on #870000" if bar.running else "bold #ffffff"))
         for mx, style in markers:
             cells[mx] = ("┃", style)
         node = model.nodes.get(lane)
@@ -245,25 +298,39 @@ def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
             run_style = style
         if run_text:
             out.append(run_text, style=run_style)
-        label, lstyle = lane_label(last, now)
+        label, lstyle = lane_label(model.last_bar(lane), now)
         out.append("  ")
         out.append(label[:label_w].ljust(label_w), style=lstyle)
         out.append("\n")
     # axis
     step = _nice_step(span, area)
-    axis = [" "] * area
-    labels: list[tuple[int, str]] = []
+    ticks: list[tuple[int, str]] = []
     t = 0
     while t0 + t <= t1:
-        x = col(t0 + t)
-        axis[x] = "┴"
-        labels.append((x, _tick_label(t)))
+        ticks.append((col(t0 + t), _tick_label(t)))
         t += step
     out.append(" " * name_w)
-    out.append("".join(axis).replace(" ", "─"), style="#6c6c6c")
+    if compact:  # "┴0 ──┴1 s ──┴2 s": ticks and labels on one line
+        axis = ["─"] * area
+        free = 0
+        for x, text in ticks:
+            if x < free:
+                continue
+            axis[x] = "┴"
+            if x + 1 + len(text) < area:
+                axis[x + 1: x + 1 + len(text)] = list(text)
+                free = x + len(text) + 2
+            else:
+                free = x + 1
+        out.append("".join(axis), style="#9e9e9e")
+        return out
+    axis = ["─"] * area
+    for x, _ in ticks:
+        axis[x] = "┴"
+    out.append("".join(axis), style="#6c6c6c")
     out.append("\n")
     line = [" "] * (area + label_w + 2)
-    for x, text in labels:
+    for x, text in ticks:
         if x + len(text) <= len(line) and all(c == " " for c in line[max(0, x - 1): x + len(text) + 1]):
             line[x: x + len(text)] = list(text)
     out.append(" " * name_w)
@@ -271,25 +338,74 @@ def render_timeline(model: TimelineModel, width: int, now: int) -> Text:
     return out
 
 
-class Timeline(Widget):
-    """Draws a TimelineModel; ``refresh()`` it from a timer while anything runs."""
+def window_words(model: TimelineModel, now: int, view: View) -> str:
+    """What the timeline shows, for its title: 'following the action · 4 s' or the scrolled window."""
+    t0, t1, _ = model.window(now, view)
+    first, _ = model.extent(now)
+    span = seconds(t1 - t0)
+    if view.follow:
+        return f"following the action · {span} window"
+    return f"history {seconds(max(0, t0 - first))}–{seconds(max(0, t1 - first))} after the first statement " \
+           f"· {span} window · End follows again"
+
+
+class Timeline(Widget, can_focus=True):
+    """Draws a TimelineModel; ``refresh()`` it from a timer while anything runs.
+
+    Focused (Tab, or a click), it scrolls and zooms through the race's history:
+    Left/Right move the window, +/- zoom, Home shows everything, End follows the
+    action again.  The mouse wheel scrolls it too.
+    """
 
     DEFAULT_CSS = """
     Timeline { height: auto; }
     """
+    BINDINGS = [
+        Binding("left", "scroll_time(-1)", "Earlier"),
+        Binding("right", "scroll_time(1)", "Later"),
+        Binding("plus,equals_sign", "zoom_time(0.5)", "Zoom in"),
+        Binding("minus", "zoom_time(2)", "Zoom out"),
+        Binding("home", "whole", "All"),
+        Binding("end", "follow", "Follow"),
+    ]
 
     def __init__(self, model: TimelineModel, **kwargs):
         super().__init__(**kwargs)
         self.model = model
         self.clock = perf_counter_ns
+        self.view = View()
+        self.compact = False
         self._drawn: Text | None = None
         self._key: tuple = ()
+        self._words = ""
+        self.title_text = "wait-budget timeline"
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return len(self.model.lanes) + 2
+        return len(self.model.lanes) + (1 if self.compact else 2)
+
+    def set_title(self, text: str) -> None:
+        self.title_text = text
+        self._drawn = None
+        self.refresh()
+
+    def set_compact(self, compact: bool) -> None:
+        if compact != self.compact:
+            self.compact = compact
+            self.set_class(compact, "compact")
+            self._drawn = None
+            self.refresh(layout=True)
 
     def _draw(self) -> Text:
-        return render_timeline(self.model, self.content_size.width or 80, self.clock())
+        now = self.clock()
+        words = window_words(self.model, now, self.view)
+        if words != self._words:
+            self._words = words
+            self.border_subtitle = words
+        # a compact timeline has no bottom border: a scrolled window says so in the title
+        title = words if self.compact and not self.view.follow else self.title_text
+        if self.border_title != title:
+            self.border_title = title
+        return render_timeline(self.model, self.content_size.width or 80, now, self.view, self.compact)
 
     def update(self) -> None:
         """Redraw after an event: always."""
@@ -309,3 +425,49 @@ class Timeline(Widget):
             self._drawn = self._draw()
             self._key = (self._drawn.plain, tuple((sp.start, sp.end, str(sp.style)) for sp in self._drawn.spans))
         return self._drawn
+
+    # ------------------------------------------------------------ scrolling and zooming
+    def _manual(self) -> View:
+        """The window on screen now, as a manual view (leaving follow mode)."""
+        now = self.clock()
+        t0, t1, _ = self.model.window(now, self.view)
+        return View(False, t1, t1 - t0)
+
+    def _set_view(self, view: View, follow_at_present: bool = False) -> None:
+        now = self.clock()
+        first, last = self.model.extent(now)
+        if not view.follow:
+            view.span_ns = max(MIN_MANUAL_SPAN_NS, view.span_ns)
+            view.end_ns = max(view.end_ns, first + view.span_ns // 4)  # keep some history on screen
+            if follow_at_present and view.end_ns >= last and self.model.live:
+                view = View()  # scrolled forward into the present: follow it
+            else:
+                view.end_ns = min(view.end_ns, last + view.span_ns // 4)
+        self.view = view
+        self.update()
+
+    def action_scroll_time(self, direction: int) -> None:
+        view = self._manual()
+        view.end_ns += direction * view.span_ns // 4
+        self._set_view(view, follow_at_present=direction > 0)
+
+    def action_zoom_time(self, factor: float) -> None:
+        view = self._manual()  # the right edge stays: zooming out brings in what came before
+        view.span_ns = int(view.span_ns * factor)
+        self._set_view(view)
+
+    def action_whole(self) -> None:
+        first, last = self.model.extent(self.clock())
+        span = last - first
+        self._set_view(View(False, last + span // 50, span + span // 25))
+
+    def action_follow(self) -> None:
+        self._set_view(View())
+
+    def on_mouse_scroll_up(self, event) -> None:
+        event.stop()
+        self.action_scroll_time(-1)
+
+    def on_mouse_scroll_down(self, event) -> None:
+        event.stop()
+        self.action_scroll_time(1)

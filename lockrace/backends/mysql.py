@@ -20,9 +20,11 @@ import anyio.to_thread
 import pymysql
 import pymysql.connections
 import pymysql.converters
+import pymysql.cursors
+import pymysql.protocol
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ..engine.events import Budget, LockInfo, StatementResult
+from ..engine.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..engine.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
@@ -87,6 +89,44 @@ async def _close_bounded(conn: _Connection) -> None:
         pass
 
 
+def _count_rest(cur) -> int:
+    """Read the rest of an unbuffered result set off the socket, counting rows without
+    decoding them: packet headers only (PyMySQL would build a packet object and a tuple
+    per row, and hold the GIL against the UI thread far longer).  An error packet
+    (KILL QUERY, a statement timeout) raises as it would from a fetch."""
+    result = cur._result
+    if result is None or not result.unbuffered_active:
+        return 0
+    conn = result.connection
+    read = conn._read_bytes  # raises OperationalError 2013 (and closes) if the socket fails
+    n = 0
+    while True:
+        header = read(4)
+        length = header[0] | header[1] << 8 | header[2] << 16
+        if header[3] != conn._next_seq_id:
+            conn._force_close()
+            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
+        conn._next_seq_id = (header[3] + 1) % 256
+        payload = read(length)
+        more = length
+        while more == 0xFFFFFF:  # a row of 16 MiB or more continues in the next packets
+            header = read(4)
+            more = header[0] | header[1] << 8 | header[2] << 16
+            conn._next_seq_id = (header[3] + 1) % 256
+            read(more)
+        if payload[:1] == b"\xff":
+            result.unbuffered_active = False
+            _Packet(payload, conn.encoding).raise_for_error()
+        if payload[:1] == b"\xfe" and length < 9:  # EOF: the end of this result set
+            result._check_packet_is_eof(pymysql.protocol.MysqlPacket(payload, conn.encoding))
+            result.unbuffered_active = False
+            result.connection = None
+            return n
+        n += 1
+        if not n & 255:
+            time.sleep(0)  # hand the GIL to the UI thread now and then
+
+
 def _error_parts(exc: Exception) -> tuple[int | None, str]:
     args = getattr(exc, "args", ())
     if len(args) >= 2 and isinstance(args[0], int):
@@ -124,22 +164,25 @@ class MySQLSession(SessionConnection):
         return self._closed or not self.conn.open
 
     def _execute(self, sql: str) -> StatementResult:
-        cur = self.conn.cursor()
+        # Unbuffered: rows are read off the socket as they come, the first ROW_LIMIT
+        # kept and the rest only counted, so a huge result never sits in memory.
+        cur = self.conn.cursor(pymysql.cursors.SSCursor)
         sets: list[StatementResult] = []
         t0 = perf_counter_ns()
         try:
             cur.execute(sql)
-            t1 = perf_counter_ns()
             while True:
                 has_rows = cur.description is not None
-                rows = [tuple(r) for r in cur.fetchall()] if has_rows else []
+                rows = [tuple(r) for r in cur.fetchmany(ROW_LIMIT)] if has_rows else []
+                total = len(rows) + (_count_rest(cur) if len(rows) == ROW_LIMIT else 0)
                 columns = [d[0] for d in cur.description] if has_rows else []
                 sets.append(StatementResult(
-                    "ok", columns=columns, rows=rows, has_rows=has_rows,
-                    tag=mysql_tag(sql, cur.rowcount, has_rows, len(rows)), rowcount=cur.rowcount,
+                    "ok", columns=columns, rows=rows, has_rows=has_rows, row_count=total if has_rows else -1,
+                    tag=mysql_tag(sql, cur.rowcount, has_rows, total), rowcount=total if has_rows else cur.rowcount,
                 ))
                 if not cur.nextset():
                     break
+            t1 = perf_counter_ns()
         except pymysql.MySQLError as exc:
             t1 = perf_counter_ns()
             errno, message = _error_parts(exc)
@@ -157,6 +200,9 @@ class MySQLSession(SessionConnection):
             self._closed = True
             return StatementResult("connection_lost", message=str(exc) or "connection lost", elapsed_ns=t1 - t0, started_ns=t0)
         finally:
+            result = getattr(cur, "_result", None)
+            if result is not None and self._closed:
+                result.unbuffered_active = False  # nothing more will come on a dead socket
             try:
                 cur.close()
             except Exception:

@@ -13,9 +13,10 @@ from time import perf_counter_ns
 
 import anyio.to_thread
 import psycopg
-from psycopg import generators, pq, sql as pgsql
+from psycopg import capabilities, generators, pq, sql as pgsql
+from psycopg.waiting import Wait
 
-from ..engine.events import REPLAY_PROCESS, STANDBY_BUDGET, Budget, LockInfo, StatementResult
+from ..engine.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
 from ..engine.outcome import classify_postgres
 from ..servers.target import Target, redact
 from . import sandbox as sandbox_mod
@@ -98,6 +99,38 @@ def _text_rows(cur) -> tuple[list[str], list[tuple]]:
     return columns, rows
 
 
+_MAX_NOTICES = 50
+_CHUNK_ROWS = 1000  # rows per message batch while streaming (libpq 17+ chunked mode)
+_CHUNKED = capabilities.has_stream_chunked()
+_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK = pq.ExecStatus.SINGLE_TUPLE, pq.ExecStatus.TUPLES_CHUNK, pq.ExecStatus.TUPLES_OK
+
+
+def _res_rows(res, n: int) -> list[tuple]:
+    """The first ``n`` rows of a result, as the server's own text."""
+    ncols = res.nfields
+    rows = []
+    for r in range(n):
+        row = []
+        for c in range(ncols):
+            value = res.get_value(r, c)
+            row.append(None if value is None else value.decode("utf-8", "replace"))
+        rows.append(tuple(row))
+    return rows
+
+
+def _drain_copy(pgconn):
+    """Read a COPY TO STDOUT to its end without keeping it (a generator for Connection.wait)."""
+    while True:
+        nbytes, _ = pgconn.get_copy_data(1)
+        if nbytes > 0:
+            continue
+        if nbytes < 0:  # done (-1) or failed (-2): the final result follows
+            return
+        while not (yield Wait.R):
+            continue
+        pgconn.consume_input()
+
+
 class PostgresSession(SessionConnection):
     """One session's connection.  Statements run on a worker thread with a
     plain (blocking) psycopg connection, timed around the driver call inside
@@ -110,10 +143,15 @@ class PostgresSession(SessionConnection):
         self.name = name
         self.ident = conn.info.backend_pid
         self.notices: list[str] = []
+        self._copied = False  # the last statement line ran a COPY FROM STDIN / TO STDOUT (see _stream)
         self.standby: bool | None = None  # connected to a hot standby (read with the budgets)
         conn.add_notice_handler(self._on_notice)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
+        if len(self.notices) >= _MAX_NOTICES:  # a RAISE NOTICE in a loop: keep the first ones
+            if len(self.notices) == _MAX_NOTICES:
+                self.notices.append("(more notices not kept)")
+            return
         self.notices.append(f"{diag.severity_nonlocalized or diag.severity}:  {diag.message_primary}")
 
     @property
@@ -125,41 +163,24 @@ class PostgresSession(SessionConnection):
 
     def _execute(self, sql: str) -> StatementResult:
         self.notices = []
-        cur = self.conn.cursor()
         sets: list[StatementResult] = []
         t0 = perf_counter_ns()
         try:
-            cur.execute(sql.encode("utf-8"))
+            with self.conn.lock:
+                self._stream(sql.encode("utf-8"), sets)
             t1 = perf_counter_ns()
-            while True:
-                columns, rows = _text_rows(cur)
-                sets.append(StatementResult(
-                    "ok", columns=columns, rows=rows, has_rows=cur.description is not None,
-                    tag=cur.statusmessage or "", rowcount=cur.rowcount,
-                ))
-                if not cur.nextset():
-                    break
         except psycopg.Error as exc:
-            active = self.conn.pgconn.transaction_status == pq.TransactionStatus.ACTIVE
-            copying = exc.sqlstate is None and "COPY" in str(exc)  # psycopg's own refusal, not the server's
-            if not copying:
-                return self._error_result(exc, sql, t0, sets)
-            # COPY ... FROM STDIN / TO STDOUT: the server now waits for (or sends) a
-            # data stream a statement line cannot carry.  End it, so that the
-            # session stays usable, and say why.
             t1 = perf_counter_ns()
-            try:
-                if active:
-                    self._abort_copy()
-            except psycopg.Error as again:
-                return self._error_result(again, sql, t0, sets)
+            if not self._copied:
+                return self._error_result(exc, sql, t0, sets)
+            # a failed COPY FROM STDIN answers 57014 "COPY from stdin failed": ours, said below
+        if self._copied:
+            # COPY ... FROM STDIN / TO STDOUT: the server waited for (or sent) a data
+            # stream a statement line cannot carry; lockrace ended it (see _stream)
             return StatementResult("error", message=COPY_REFUSED, elapsed_ns=t1 - t0, started_ns=t0,
                                    notices=list(self.notices), result_sets=sets)
-        finally:
-            try:
-                cur.close()
-            except psycopg.Error:
-                pass
+        if not sets:
+            sets.append(StatementResult("ok"))
         last = sets[-1]
         last.elapsed_ns = t1 - t0
         last.started_ns = t0
@@ -167,32 +188,62 @@ class PostgresSession(SessionConnection):
         last.result_sets = sets
         return last
 
-    def _abort_copy(self) -> None:
-        """Leave the COPY state: fail a COPY FROM STDIN (the server rolls it back),
-        read and discard a COPY TO STDOUT, then drain what the rest of the
-        statement line answers."""
-        pgconn = self.conn.pgconn
-        for _ in range(1000):
-            results = self.conn.wait(generators.fetch_many(pgconn))
-            if not results:
-                return
-            status = results[-1].status
-            if status == pq.ExecStatus.COPY_IN:
-                try:
-                    self.conn.wait(generators.copy_end(pgconn, COPY_REFUSED.encode()))
-                except psycopg.Error:
-                    pass  # 57014 "COPY from stdin failed": what we asked for
-            elif status == pq.ExecStatus.COPY_OUT:
-                try:
-                    while isinstance(self.conn.wait(generators.copy_from(pgconn)), (bytes, memoryview)):
-                        pass
-                except psycopg.ProgrammingError:
-                    pass  # more statements after the COPY: their results were read with its end
-            elif status not in (pq.ExecStatus.COPY_BOTH,):
-                continue
-            else:  # replication streams: nothing sane to do but drop the connection
-                self.conn.close()
-                return
+    def _stream(self, sql: bytes, sets: list[StatementResult]) -> None:
+        """Send ``sql`` (one or several statements, simple query protocol) and read its
+        results as the server streams them, in chunks: each result set keeps its first
+        ROW_LIMIT rows and only counts the rest, so memory stays bounded whatever the
+        size of the result.  A cancel from the monitor ends the stream with 57014."""
+        conn, pgconn = self.conn, self.conn.pgconn
+        self._copied = False
+        pgconn.send_query(sql)
+        if _CHUNKED:
+            pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
+        else:
+            pgconn.set_single_row_mode()
+        conn.wait(generators.send(pgconn))
+        error: psycopg.Error | None = None
+        columns: list[str] | None = None
+        rows: list[tuple] = []
+        count = 0
+        tag = b""
+        try:
+            while (res := conn.wait(generators.fetch(pgconn))) is not None:
+                status = res.status
+                if status in (_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK):
+                    if columns is None:
+                        columns = [res.fname(c).decode() for c in range(res.nfields)]
+                    n = res.ntuples
+                    if n and len(rows) < ROW_LIMIT:
+                        rows.extend(_res_rows(res, min(n, ROW_LIMIT - len(rows))))
+                    count += n
+                    tag = res.command_status or tag  # on the last chunk or on the closing result
+                    if status == _TUPLES_OK:  # the end of one result set
+                        sets.append(StatementResult(
+                            "ok", columns=columns, rows=rows, has_rows=True, row_count=count, rowcount=count,
+                            tag=tag.decode("utf-8", "replace"),
+                        ))
+                        columns, rows, count, tag = None, [], 0, b""
+                elif status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
+                    tuples = res.command_tuples
+                    sets.append(StatementResult(
+                        "ok", tag=(res.command_status or b"").decode("utf-8", "replace"),
+                        rowcount=tuples if tuples is not None else -1,
+                    ))
+                elif status == pq.ExecStatus.COPY_IN:  # fail it: the server rolls the COPY back
+                    self._copied = True
+                    pgconn.put_copy_end(COPY_REFUSED.encode())
+                    conn.wait(generators.send(pgconn))
+                elif status == pq.ExecStatus.COPY_OUT:  # read and drop what it sends
+                    self._copied = True
+                    conn.wait(_drain_copy(pgconn))
+                elif error is None:  # an error: the server runs nothing after it; read to the end
+                    error = psycopg.errors.error_from_result(res, encoding="utf-8")
+        except psycopg.Error:
+            if error is None:
+                raise
+            # the server said why before it closed the connection (FATAL 25P03, 57P01): that is the answer
+        if error is not None:
+            raise error
 
     def _error_result(self, exc: psycopg.Error, sql: str, t0: int, sets: list) -> StatementResult:
         t1 = perf_counter_ns()

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+ROW_LIMIT = 200
+"""Rows of a result set the backends keep; the rest are streamed past and only counted
+(a result is never held whole: ``SELECT generate_series(1, 2000000)`` keeps 200 rows)."""
+
 
 # A hot standby's startup process replays the primary's WAL and holds the
 # ACCESS EXCLUSIVE locks the primary's transactions took; a standby reader
@@ -64,8 +68,9 @@ class StatementResult:
 
     outcome: str  # see lockrace.scenario.model.OUTCOMES
     columns: list[str] = field(default_factory=list)
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[tuple] = field(default_factory=list)  # at most ROW_LIMIT: the first rows
     has_rows: bool = False
+    row_count: int = -1  # rows the statement returned in all (-1: len(rows))
     tag: str = ""  # PG: "UPDATE 1"; MySQL: "Query OK, 1 row affected"
     rowcount: int = -1
     code: str = ""  # SQLSTATE or MySQL errno
@@ -89,6 +94,15 @@ class StatementResult:
     notices: list[str] = field(default_factory=list)
     result_sets: list["StatementResult"] = field(default_factory=list)
     """For multi-statement texts: every result set, in order (this object is the last)."""
+
+    @property
+    def total_rows(self) -> int:
+        """How many rows the statement returned, including those not kept."""
+        return self.row_count if self.row_count >= 0 else len(self.rows)
+
+    @property
+    def truncated(self) -> bool:
+        return self.has_rows and self.total_rows > len(self.rows)
 
     @property
     def elapsed_ms(self) -> float:

@@ -34,6 +34,8 @@ from .events import (
 from .outcome import asks_skip_locked, with_skip
 from .session import RunningStatement, Session
 
+SKIP_PROBE_ROWS = 1000  # rows beyond a SKIP LOCKED read's LIMIT that its probe may read
+
 Listener = Callable[[Event], None]
 
 # Statements after which the wait budgets are read back from the server.
@@ -433,14 +435,17 @@ class Race:
     async def _account_skipped(self, session: Session, sql_text: str, result: StatementResult) -> None:
         probe = skip_probe(sql_text)
         monitor = self.monitor_for(session)
-        if probe is None or monitor is None:
-            return
+        if probe is None or monitor is None or result.truncated:
+            return  # a read too large to keep whole is not compared row by row
         sql, limit, table = probe
+        bound = (limit or 0) + SKIP_PROBE_ROWS  # the probe reads a bounded number of rows too
         try:
             # bounded here too: the monitor's own limits need a server that answers
-            plain = await _within(monitor.plain_read(sql), CANCEL_S)
+            plain = await _within(monitor.plain_read(f"{sql} LIMIT {bound}"), CANCEL_S)
             if plain is None:
                 return
+            if len(plain) >= bound and (limit is None or not result.rows or result.rows[-1] not in plain):
+                return  # the probe stopped short of what the read passed: no count rather than a wrong one
             result.skipped_rows = count_skipped(plain, result.rows, limit)
             if result.skipped_rows and table:
                 holders = await _within(monitor.row_lock_holders(table, session.ident), CANCEL_S)

@@ -63,7 +63,7 @@ def _one(exp: Expectation, record: StepRecord) -> tuple[bool, str]:
     if key == "message":
         return res.message == want, repr(res.message) if res.message else "no message"
     if key == "rows":
-        n = len(res.rows) if res.has_rows else None
+        n = res.total_rows if res.has_rows else None
         return n == want, "no result set" if n is None else str(n)
     if key == "row":
         rows = [[cell(v) for v in r] for r in res.rows]

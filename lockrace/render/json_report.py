@@ -23,7 +23,8 @@ def report_dict(report: RunReport, origin: str = "") -> dict:
                 "message": res.message or None,
                 "tag": res.tag or None,
                 "columns": res.columns if res.has_rows else None,
-                "rows": [list(r) for r in res.rows] if res.has_rows else None,
+                "rows": [list(r) for r in res.rows] if res.has_rows else None,  # the first ROW_LIMIT
+                "row_count": res.total_rows if res.has_rows else None,
                 "elapsed_ms": round(res.elapsed_ns / 1e6, 3),
                 "waited_ms": round(res.waited_ns / 1e6, 3),
                 "blocked": rec.was_blocked,

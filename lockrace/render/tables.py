@@ -11,8 +11,16 @@ def _cell(value) -> str:
     return "" if value is None else str(value)
 
 
-def aligned(columns: list[str], rows: list[tuple]) -> list[str]:
-    """psql-style table: centred headers, numbers right-aligned, a row count."""
+def row_count_line(shown: int, total: int) -> str:
+    """psql's '(3 rows)'; '(first 200 of 2,000,000 rows)' when only the first rows were kept."""
+    if total > shown:
+        return f"(first {shown:,} of {total:,} rows)"
+    return f"({total} row{'s' if total != 1 else ''})"
+
+
+def aligned(columns: list[str], rows: list[tuple], total: int | None = None) -> list[str]:
+    """psql-style table: centred headers, numbers right-aligned, a row count
+    (``total`` when the result had more rows than ``rows`` keeps)."""
     texts = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in texts]) for i, c in enumerate(columns)]
     numeric = [bool(texts) and all(_NUMBER.match(r[i]) or r[i] == "" for r in texts) for i in range(len(columns))]
@@ -21,8 +29,7 @@ def aligned(columns: list[str], rows: list[tuple]) -> list[str]:
     for r in texts:
         cells = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(r, widths, numeric)]
         lines.append((" " + " | ".join(cells)).rstrip())
-    n = len(rows)
-    lines.append(f"({n} row{'s' if n != 1 else ''})")
+    lines.append(row_count_line(len(rows), len(rows) if total is None else max(total, len(rows))))
     return lines
 
 
@@ -36,7 +43,7 @@ def result_lines(result, flavor: str) -> list[str]:
             if flavor != "postgres" and not rs.rows:
                 out.append("Empty set")
             else:
-                out.extend(aligned(rs.columns, rs.rows))
+                out.extend(aligned(rs.columns, rs.rows, rs.total_rows))
         elif rs.tag:
             out.append(rs.tag)
     return out
