@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
-ENGINE_SIDE = ["engine", "backends", "servers", "scenario", "render", "isolation", "lab"]
+ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab"]
 
 
 def _modules():
@@ -69,4 +69,17 @@ def test_only_the_entry_point_imports_the_command_line():
         for line, name in _imports(path):
             if name == "lockrace.cli" or name.startswith("lockrace.cli."):
                 offenders.append(f"{path.relative_to(ROOT)}:{line}")
+    assert offenders == []
+
+
+def test_backends_and_engine_do_not_import_each_other():
+    """Shared types sit below both (``lockrace.core``): core imports nothing else from
+    lockrace, the backends never import the engine (the engine drives the backends)."""
+    offenders = []
+    for path in sorted((ROOT / "core").rglob("*.py")):
+        offenders += [f"core/{path.name}:{line} {name}" for line, name in _imports(path)
+                      if name.startswith("lockrace.") and not name.startswith("lockrace.core")]
+    for path in sorted((ROOT / "backends").rglob("*.py")):
+        offenders += [f"backends/{path.name}:{line} {name}" for line, name in _imports(path)
+                      if name == "lockrace.engine" or name.startswith("lockrace.engine.")]
     assert offenders == []

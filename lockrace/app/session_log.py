@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..engine.events import Event, StatementFinished, StatementStarted
+from ..core.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
 from ..render.transcript import OUTCOME_WORDS, holder_words, names_text
 from .status import SessionStatus, budget_words, seconds

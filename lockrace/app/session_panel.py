@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
-from ..engine.events import Event
+from ..core.events import Event
 from .session_log import SessionLog
 
 

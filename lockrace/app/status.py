@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
-from ..engine.events import (
+from ..core.events import (
     Budget,
     Event,
     LockInfo,

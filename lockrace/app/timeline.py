@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widget import Widget
 
-from ..engine.events import (
+from ..core.events import (
     Budget,
     Event,
     LockInfo,

@@ -12,7 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from ..engine.events import Budget, LockInfo, StatementResult
+from ..core.events import Budget, LockInfo, StatementResult
 
 
 class ConnectError(Exception):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..engine.events import StatementResult
+from ..core.events import StatementResult
 from ..servers.cluster import TOPOLOGIES, Cluster, load
 from .base import Backend, MonitorConnection, SessionConnection
 

@@ -24,8 +24,8 @@ import pymysql.cursors
 import pymysql.protocol
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ..engine.events import ROW_LIMIT, Budget, LockInfo, StatementResult
-from ..engine.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
+from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
+from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag

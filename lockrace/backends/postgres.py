@@ -16,8 +16,8 @@ import psycopg
 from psycopg import capabilities, generators, pq, sql as pgsql
 from psycopg.waiting import Wait
 
-from ..engine.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
-from ..engine.outcome import classify_postgres
+from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
+from ..core.outcome import classify_postgres
 from ..servers.target import Target, redact
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table

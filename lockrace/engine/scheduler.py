@@ -34,7 +34,7 @@ from enum import Enum
 from typing import Callable
 
 from ..scenario.model import PermutationEntry, Scenario, Step
-from .events import LockInfo, ServerNote, StatementBlocked, StatementFinished
+from ..core.events import LockInfo, ServerNote, StatementBlocked, StatementFinished
 from .race import Race
 from .verify import StepRecord, check
 

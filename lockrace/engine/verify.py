@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..scenario.model import Expectation, Step
-from .events import REPLAY_ALIAS, REPLAY_PROCESS, StatementResult
+from ..core.events import REPLAY_ALIAS, REPLAY_PROCESS, StatementResult
 
 
 @dataclass

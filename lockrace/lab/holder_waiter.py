@@ -18,7 +18,7 @@ from time import perf_counter_ns
 from typing import Callable
 
 from ..backends.base import Backend
-from ..engine.events import Budget, StatementResult
+from ..core.events import Budget, StatementResult
 from ..engine.race import Race
 from .modes import HOLD_SQL, TABLE, LabConfig, LabError, Mode
 from .stats import Summary, summarize

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.events import LockInfo, StatementResult
+from ..core.events import LockInfo, StatementResult
 from ..engine.scheduler import Entry, RunReport
 from ..engine.verify import StepRecord, check
 from ..scenario.model import Scenario
