@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from .. import exitguard
-from ..core.events import Event, ServerNote, StatementFinished, StatementStarted
+from ..core.events import Event, ServerNote, StatementStarted
 from ..engine.race import Race, SessionBusy
 from ..engine.scheduler import Entry
 from ..render.transcript import names_text

@@ -7,7 +7,7 @@ has a text label *and* a style, so color is never the only signal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter_ns
 
 from ..core.events import (
@@ -111,7 +111,6 @@ class SessionStatus:
     budgets: tuple[Budget, ...] = ()
     ident: int = 0
     statements: int = 0
-    history: list = field(default_factory=list)
 
     def apply(self, event: Event) -> None:
         if isinstance(event, StatementStarted):

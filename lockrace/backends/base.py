@@ -100,10 +100,6 @@ class MonitorConnection(ABC):
         return (await self.row_lock_holders(table, exclude)).holders
 
     @abstractmethod
-    async def connected_idents(self, idents: list[int]) -> set[int]:
-        """Which of ``idents`` still have a connection on the server."""
-
-    @abstractmethod
     async def close(self) -> None: ...
 
 

@@ -94,9 +94,6 @@ class ClusterBackend(Backend):
         label = TOPOLOGIES[self.topology].label
         return f"{label} {self.version} ({', '.join(self.nodes)})"
 
-    def node_server_name(self, node: str) -> str:
-        return self.nodes[node].server_name
-
     async def connect_session(self, name: str) -> SessionConnection:
         return await self.first_backend.connect_session(name)
 

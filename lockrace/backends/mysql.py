@@ -473,13 +473,6 @@ class MySQLMonitor(MonitorConnection):
         except pymysql.MySQLError:
             return RowLockHolders((), None)
 
-    async def connected_idents(self, idents: list[int]) -> set[int]:
-        if not idents:
-            return set()
-        ids = ",".join(str(int(i)) for i in idents)
-        rows = await self._query(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({ids})")
-        return {int(r[0]) for r in rows}
-
     async def close(self) -> None:
         try:
             await _run(self.conn.close)

@@ -434,10 +434,6 @@ class PostgresMonitor(MonitorConnection):
         except psycopg.Error:
             return None
 
-    async def connected_idents(self, idents: list[int]) -> set[int]:
-        cur = await self.conn.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", [idents])
-        return {pid for (pid,) in await cur.fetchall()}
-
     async def close(self) -> None:
         try:
             await self.conn.close()

@@ -214,6 +214,3 @@ class HolderWaiterLab:
             return f"run {s.index}: {mode.label} got row {s.row} ({s.outcome}) instead of the next free row 2"
         return ""
 
-
-async def run_lab(backend: Backend, config: LabConfig, progress: Progress | None = None) -> LabResult:
-    return await HolderWaiterLab(backend, config, progress).run()
