@@ -29,6 +29,7 @@ from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
+from .queries import query
 
 
 class _Packet(pymysql.connections.MysqlPacket):
@@ -263,25 +264,6 @@ class MySQLSession(SessionConnection):
             pass
 
 
-_MARIADB_WAITS = """
-SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, l.lock_mode, l.lock_type, l.lock_table, l.lock_index, l.lock_data
-FROM information_schema.INNODB_LOCK_WAITS w
-JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
-JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
-LEFT JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id
-WHERE r.trx_mysql_thread_id IN ({ids})
-"""
-
-_MYSQL8_WAITS = """
-SELECT wt.PROCESSLIST_ID, bt.PROCESSLIST_ID, l.LOCK_MODE, l.LOCK_TYPE,
-       CONCAT('`', l.OBJECT_SCHEMA, '`.`', l.OBJECT_NAME, '`'), l.INDEX_NAME, l.LOCK_DATA
-FROM performance_schema.data_lock_waits w
-JOIN performance_schema.threads wt ON wt.THREAD_ID = w.REQUESTING_THREAD_ID
-JOIN performance_schema.threads bt ON bt.THREAD_ID = w.BLOCKING_THREAD_ID
-LEFT JOIN performance_schema.data_locks l ON l.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID
-WHERE wt.PROCESSLIST_ID IN ({ids})
-"""
-
 _MDL_WAITERS = """
 SELECT ID, STATE, INFO FROM information_schema.PROCESSLIST
 WHERE ID IN ({ids}) AND STATE LIKE 'Waiting for %%lock%%'
@@ -368,7 +350,7 @@ class MySQLMonitor(MonitorConnection):
         if not idents:
             return {}
         ids = ",".join(str(int(i)) for i in idents)
-        template = _MYSQL8_WAITS if self.flavor == "mysql8" else _MARIADB_WAITS
+        template = query("mysql8", "data_lock_waits") if self.flavor == "mysql8" else query("mariadb", "innodb_lock_waits")
         rows = await self._innodb_query(template.format(ids=ids))
         blockers: dict[int, list[int]] = {}
         locks: dict[int, LockInfo] = {}
