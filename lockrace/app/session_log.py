@@ -14,19 +14,20 @@ from ..core.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
 from ..render.transcript import OUTCOME_WORDS, holder_words, names_text
 from .status import SessionStatus, budget_words, seconds
+from .palette import themed
 
 OUTCOME_LINE_STYLES = {
-    "ok": "#5fd75f",
-    "skipped": "#00d7af",
-    "timed_out": "bold #ff5f5f",
-    "statement_timeout": "bold #ff5f5f",
-    "refused": "bold #d75fd7",
-    "deadlock": "bold #ff0000",
-    "cancelled": "#b2b2b2",
-    "error": "#ff8787",
-    "connection_lost": "bold #ff0000",
-    "certification_conflict": "bold #ff8700",
-    "recovery_conflict": "bold #af87ff",
+    "ok": themed("$lr-green"),
+    "skipped": themed("$lr-teal"),
+    "timed_out": themed("bold $lr-red"),
+    "statement_timeout": themed("bold $lr-red"),
+    "refused": themed("bold $lr-orchid"),
+    "deadlock": themed("bold $lr-scarlet"),
+    "cancelled": themed("$lr-grey"),
+    "error": themed("$lr-salmon"),
+    "connection_lost": themed("bold $lr-scarlet"),
+    "certification_conflict": themed("bold $lr-orange"),
+    "recovery_conflict": themed("bold $lr-lavender"),
 }
 
 
@@ -96,6 +97,6 @@ class SessionLog:
             for line in result_lines(res, self.flavor):
                 write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
             for notice in res.notices:
-                write(notice, "italic #9e9e9e")
+                write(notice, themed("italic $lr-dim"))
             write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
         return added
