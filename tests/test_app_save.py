@@ -157,3 +157,21 @@ async def test_pg_deadlock_played_in_the_app_replays_with_the_same_verdicts(pg_s
     assert code == 0, printed
     assert "ERROR: 40P01: deadlock detected" in printed
     assert TIMES.sub("T", (tmp_path / "played.txt").read_text()) == TIMES.sub("T", printed)
+
+
+async def test_panel_and_transcript_annotate_a_timeout_in_the_same_words(pg_server, tmp_path):
+    """One writer for lockrace's note after a result: the line B's panel shows after its
+    lock_timeout is the line the saved transcript (and ``lockrace run``) prints."""
+    async with running_app(targets={"postgres": pg_server}, save_dir=tmp_path) as (app, pilot):
+        for session, sql in (("A", "BEGIN;"), ("A", "UPDATE accounts SET balance = 1 WHERE id = 1;"),
+                             ("B", "SET lock_timeout = '100ms';")):
+            await enter(pilot, app, session, sql)
+            await finished(pilot, app, session, app.panels[session].status.statements)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await finished(pilot, app, "B", 2)
+        assert app.panels["B"].status.last.outcome == "timed_out"
+        shown = [line for line in app.logs["B"].lines if line.startswith("-- timed out")]
+        await save_through_dialog(app, pilot, tmp_path / "timeout.race")
+    saved = [line for line in (tmp_path / "timeout.txt").read_text().splitlines() if line.startswith("-- timed out")]
+    assert len(shown) == 1 and shown == saved
+    assert "budget lock_timeout 100 ms" in saved[0]

@@ -12,8 +12,8 @@ from collections import deque
 
 from ..core.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
-from ..render.transcript import OUTCOME_WORDS, holder_words, names_text
-from .status import SessionStatus, budget_words, seconds
+from ..render.transcript import annotation
+from .status import SessionStatus
 from .palette import themed
 
 OUTCOME_LINE_STYLES = {
@@ -29,34 +29,6 @@ OUTCOME_LINE_STYLES = {
     "certification_conflict": themed("bold $lr-orange"),
     "recovery_conflict": themed("bold $lr-lavender"),
 }
-
-
-def annotation(result) -> str:
-    """lockrace's own note after a result: outcome, time, wait and budget."""
-    took = seconds(result.elapsed_ns)
-    parts = []
-    if result.outcome == "ok":
-        parts.append(f"ok in {took}")
-    elif result.outcome == "skipped":
-        whose = f" locked by {names_text(result.skipped_from)}" if result.skipped_from else ""
-        n = result.skipped_rows
-        parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
-    else:
-        word = OUTCOME_WORDS.get(result.outcome, result.outcome)
-        if result.conflict:  # why, as the session's node reported it
-            word += f" ({result.conflict}{f' on {result.node}' if result.node else ''})"
-        elif result.outcome == "recovery_conflict" and result.detail:
-            word += f" ({result.detail.rstrip('.')})"  # the standby's reason: a lock, a snapshot, ...
-        parts.append(f"{word} after {took}")
-    if result.outcome == "refused":
-        parts.append(holder_words(result))
-    if result.waited_ns or result.blocked_by:
-        who = names_text(result.blocked_by)
-        parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
-    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused",
-                                                                              "recovery_conflict")):
-        parts.append(f"budget {budget_words(result.budget)}")
-    return "-- " + "; ".join(parts)
 
 
 SESSION_LOG_LINES = 5000
@@ -98,5 +70,7 @@ class SessionLog:
                 write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
             for notice in res.notices:
                 write(notice, themed("italic $lr-dim"))
-            write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
+            note = annotation(res, was_blocked=bool(res.waited_ns or res.blocked_by), blockers=res.blocked_by,
+                              always=True)
+            write(note, OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
         return added
