@@ -10,10 +10,11 @@ sessions.  If so the step is reported ``<waiting ...>`` and the next step is
 launched; waiting steps are polled again after every later step and reported
 ``<... completed>`` when done: the engine scheduler's ``Wait.DONE_OR_WAITING``
 policy (``engine/scheduler.py``, which the app steps a spec with), here at
-libpq level so that every byte matches upstream's.  Blockers in the permutation delay the report:
-``(*)`` prints ``<waiting ...>`` at launch whatever happens, ``(other)`` holds
-the completion report while step ``other`` is still running, ``(other notices
-N)`` until ``other``'s session has sent N more notices.
+libpq level so that every byte matches upstream's.  Blockers in the
+permutation delay the report: ``(*)`` prints ``<waiting ...>`` at launch
+whatever happens, ``(other)`` holds the completion report while step
+``other`` is still running, ``(other notices N)`` until ``other``'s session
+has sent N more notices.
 
 Messages isolationtester writes to stderr (setup failures, timeouts) are part
 of upstream's expected files (pg_regress runs it with 2>&1), so they go to the
