@@ -137,7 +137,7 @@ def test_app_in_a_terminal_on_the_standby_pair_exits_on_sigterm(server_tmp):
     """`lockrace --engine postgres-standby` in a pty, with nothing but the pip
     install: panels name primary and standby; SIGTERM ends the app promptly,
     gives the terminal back, and both servers and their temp dirs are gone."""
-    from test_fault_app import Terminal
+    from faults.terminal import Terminal
 
     term = Terminal(["--engine", "postgres-standby"], lockrace_env(server_tmp, TERM="xterm-256color"))
     try:
@@ -145,19 +145,9 @@ def test_app_in_a_terminal_on_the_standby_pair_exits_on_sigterm(server_tmp):
         assert term.read_until(b"engine: postgres-standby", 30), term.screen[-2000:]
         assert sorted(p.name.rsplit("-", 1)[0] for p in server_tmp.iterdir()) == [
             "lockrace-pg-primary", "lockrace-pg-standby"]
-        t0 = time.monotonic()
-        term.proc.send_signal(signal.SIGTERM)
-        while term.proc.poll() is None and time.monotonic() - t0 < 30:
-            term.read_until(b"\x00never", 0.1)  # a terminal keeps reading while the app draws its last frames
-        code = term.proc.wait(1)
-        took = time.monotonic() - t0
-        term.read_until(b"\x00never", 0.3)
+        code, took = term.signal_and_wait(signal.SIGTERM)
     finally:
         term.close()
-    text = term.screen.decode(errors="replace")
-    assert code in (0, 130), code
-    assert took < 10, f"took {took:.1f} s"
-    assert "Traceback" not in text
-    assert "\x1b[?1049l" in text[-4000:], "the terminal was not given back (alternate screen)"
+    term.assert_ended_cleanly(code, took, 10)
     assert processes_mentioning(str(server_tmp)) == []
     assert list(server_tmp.iterdir()) == []

@@ -602,7 +602,7 @@ def test_app_ends_on_sigterm_with_its_server_frozen(engine, tmp_path, server_tmp
     (SIGSTOP), then the app gets SIGTERM: it exits within about 2 s, gives the
     terminal back, and the frozen server is killed and its temp dir removed."""
     from faults.cli import blocking_scenario, processes_mentioning
-    from test_fault_app import Terminal
+    from faults.terminal import Terminal
 
     scenario = tmp_path / "blocks.race"
     scenario.write_text(blocking_scenario(engine))
@@ -619,16 +619,8 @@ def test_app_ends_on_sigterm_with_its_server_frozen(engine, tmp_path, server_tmp
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
         time.sleep(0.3)
-        t0 = time.monotonic()
-        term.proc.send_signal(signal.SIGTERM)
-        code = term.proc.wait(20)
-        took = time.monotonic() - t0
-        term.read_until(b"\x00never", 0.3)
-        text = term.screen.decode(errors="replace")
-        assert code in (0, 130), code
-        assert took <= 2.5, f"took {took:.2f} s: " + text[-3000:]
-        assert "Traceback" not in text
-        assert "\x1b[?1049l" in text[-4000:], "the terminal was not given back (alternate screen)"
+        code, took = term.signal_and_wait(signal.SIGTERM, 20)
+        term.assert_ended_cleanly(code, took, 2.5)
         _wait_for(lambda: processes_mentioning(str(server_tmp)) == [], 3, "the frozen server to be gone")
         assert sorted(p.name for p in server_tmp.iterdir()) == []
     finally:

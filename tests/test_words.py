@@ -42,7 +42,8 @@ def test_no_internal_wording_in_help():
 
 def test_scenario_sources_name_public_references():
     for path in sorted((REPO / "scenarios").glob("*.race")):
-        source = next(line for line in path.read_text().splitlines() if line.startswith("source:"))
+        source = next((line for line in path.read_text().splitlines() if line.startswith("source:")), None)
+        assert source is not None, f"{path.name} names no source"
         assert re.search(r"PostgreSQL|MariaDB|MySQL", source), source
 
 
