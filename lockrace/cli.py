@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import os
@@ -12,9 +11,8 @@ import signal
 import sys
 
 from . import __version__
-from .exitguard import EXIT_INTERRUPTED, INTERRUPTED_LINE, ExitGuard
+from .exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, INTERRUPTED_LINE, ExitGuard
 
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 DESCRIPTION = """\
@@ -263,7 +261,9 @@ async def cmd_run(args) -> int:
             print(f"lockrace: {sc.name} is written for {', '.join(sc.engines)}, not {args.engine}", file=sys.stderr)
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
-    servers = Servers(args.pg, args.mysql, dsns=_dsns(args))
+    from .servers.pool import ServerPool, ServerUnavailable
+
+    servers = ServerPool({**_dsns(args), "postgres": args.pg, "mysql": args.mysql}, say=_say)
     if guard is not None:
         guard.stoppers.append(servers)
     reports = []
@@ -334,8 +334,8 @@ async def run_one(sc, backend, args, origin: str):
     return report
 
 
-class ServerUnavailable(Exception):
-    pass
+def _say(text: str) -> None:
+    print(f"lockrace: {text}", file=sys.stderr)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -344,69 +344,6 @@ def _first_line(exc: BaseException) -> str:
         return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-async def _start_in_thread(factory, dsn, targets: dict, engine: str):
-    """Start (or point at) a server in a thread.  The target is registered as
-    soon as it exists, even if the run was interrupted meanwhile, so that a
-    server that finished starting after Ctrl-C is stopped all the same."""
-    def start():
-        target = factory(dsn)
-        targets[engine] = target
-        return target
-
-    return await asyncio.to_thread(start)
-
-
-class Servers:
-    """Starts (or connects to) at most one server per engine, on first use."""
-
-    def __init__(self, pg: str | None, mysql: str | None, dsns: dict | None = None):
-        self.dsn = {**(dsns or {}), "postgres": pg, "mysql": mysql}
-        self.targets: dict = {}
-        self.backends: dict = {}
-
-    def origin(self, engine: str) -> str:
-        target = self.targets.get(engine)
-        return target.origin if target else ""
-
-    async def backend(self, engine: str):
-        if engine in self.backends:
-            return self.backends[engine]
-        from .backends import ConnectError, open_backend
-        from .servers.process import ServerStartError
-        from .servers.target import DsnError, target_for
-
-        try:
-            target = await _start_in_thread(lambda dsn: target_for(engine, dsn), self.dsn.get(engine),
-                                            self.targets, engine)
-            self.backends[engine] = await open_backend(target)
-        except (ServerStartError, DsnError, ConnectError) as exc:
-            raise ServerUnavailable(str(exc)) from None
-        return self.backends[engine]
-
-    async def close(self, quick: bool = False) -> None:
-        """Drop the sandbox on servers lockrace did not start, stop the ones it did
-        (``quick``: interrupted, every step within moments)."""
-        for engine, target in self.targets.items():
-            backend = self.backends.get(engine)
-            if backend is not None and not target.owned:
-                try:
-                    await asyncio.wait_for(backend.drop_sandbox(), 0.5 if quick else backend.admin_timeout + 5)
-                except asyncio.TimeoutError:
-                    if not quick:
-                        print("lockrace: the sandbox could not be dropped in time; the next run removes it",
-                              file=sys.stderr)
-                except Exception as exc:  # bounded: a foreign lock in the sandbox ends it with a clear sentence
-                    if not quick:
-                        print(f"lockrace: {exc}", file=sys.stderr)
-            await asyncio.to_thread(target.stop, 0.5 if quick else 10.0)
-
-    def stop_now(self) -> None:
-        """From any thread: stop the private servers at once (see Interrupt)."""
-        for target in list(self.targets.values()):
-            with contextlib.suppress(Exception):
-                target.stop(0.2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,6 +22,7 @@ import threading
 import time
 
 INTERRUPTED_LINE = "lockrace: interrupted; statements cancelled, servers stopped"
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2  # every verdict held / one failed / unusable input
 EXIT_INTERRUPTED = 130
 
 # What Textual switches on and must be switched off if the app cannot do it itself:

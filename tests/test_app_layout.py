@@ -10,7 +10,7 @@ import pytest
 
 from lockrace.app.session_panel import PANEL_MAX_LINES
 from lockrace.app.timeline import Bar, TimelineModel, View, render_timeline
-from lockrace.engine.events import Budget, StatementFinished, StatementResult, StatementStarted
+from lockrace.core.events import Budget, StatementFinished, StatementResult, StatementStarted
 
 from app_helpers import badge, enter, finished, running_app, until
 

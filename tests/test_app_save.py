@@ -127,3 +127,51 @@ async def test_saved_deadlock_replays_with_the_same_transcript(pg_server, tmp_pa
     assert code == 0, printed
     assert "ERROR: 40P01: deadlock detected" in saved
     assert TIMES.sub("T", saved) == TIMES.sub("T", printed)
+
+
+async def test_pg_deadlock_played_in_the_app_replays_with_the_same_verdicts(pg_server, tmp_path):
+    """The built-in pg-deadlock stepped in the app (F5, then F6 to the end), saved with Ctrl+S:
+    ``lockrace run`` of the saved race passes, with the same outcome for every statement
+    (the victim's 40P01 included) and the same transcript but for measured times."""
+    from lockrace.scenario.library import resolve
+    from lockrace.scenario.text_format import read_scenario
+
+    scenario = resolve("pg-deadlock")
+    async with running_app(targets={"postgres": pg_server}, scenario=scenario, save_dir=tmp_path) as (app, pilot):
+        player = app.player
+        await pilot.press("f5")
+        await until(pilot, lambda: player.position == 1 and not player.busy, what="first step")
+        await pilot.press("f6")
+        await until(pilot, lambda: player.finished, timeout=30, what="scenario end")
+        assert [f for r in player.records for f in r.failures] == []
+        played = [(r.step.session, r.result.outcome) for r in player.records]
+        assert ("A", "deadlock") in played
+        await save_through_dialog(app, pilot, tmp_path / "played.race")
+    saved = read_scenario(tmp_path / "played.race")
+    replayed = []
+    for step in saved.steps:
+        outcome = [e.value for e in step.applicable("postgres") if e.key == "outcome"]
+        replayed.append((step.session, outcome[0] if outcome else "ok"))
+    assert replayed == played
+    code, printed = await lockrace_run(tmp_path / "played.race")
+    assert code == 0, printed
+    assert "ERROR: 40P01: deadlock detected" in printed
+    assert TIMES.sub("T", (tmp_path / "played.txt").read_text()) == TIMES.sub("T", printed)
+
+
+async def test_panel_and_transcript_annotate_a_timeout_in_the_same_words(pg_server, tmp_path):
+    """One writer for lockrace's note after a result: the line B's panel shows after its
+    lock_timeout is the line the saved transcript (and ``lockrace run``) prints."""
+    async with running_app(targets={"postgres": pg_server}, save_dir=tmp_path) as (app, pilot):
+        for session, sql in (("A", "BEGIN;"), ("A", "UPDATE accounts SET balance = 1 WHERE id = 1;"),
+                             ("B", "SET lock_timeout = '100ms';")):
+            await enter(pilot, app, session, sql)
+            await finished(pilot, app, session, app.panels[session].status.statements)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await finished(pilot, app, "B", 2)
+        assert app.panels["B"].status.last.outcome == "timed_out"
+        shown = [line for line in app.logs["B"].lines if line.startswith("-- timed out")]
+        await save_through_dialog(app, pilot, tmp_path / "timeout.race")
+    saved = [line for line in (tmp_path / "timeout.txt").read_text().splitlines() if line.startswith("-- timed out")]
+    assert len(shown) == 1 and shown == saved
+    assert "budget lock_timeout 100 ms" in saved[0]

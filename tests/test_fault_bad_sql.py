@@ -9,7 +9,7 @@ rolls back only the statement), which the test pins down too.
 
 from __future__ import annotations
 
-from lockrace.engine.events import SessionState
+from lockrace.core.events import SessionState
 from lockrace.render.tables import result_lines
 
 

@@ -12,7 +12,7 @@ import time
 
 from faults.server_view import lockrace_backends, mysql_connect, pg_connect, wait_until_gone
 
-from lockrace.engine.events import StatementFinished
+from lockrace.core.events import StatementFinished
 
 
 async def _three_blocked(race):

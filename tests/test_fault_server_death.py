@@ -14,7 +14,7 @@ import asyncio
 import pytest
 
 from lockrace.backends import open_backend
-from lockrace.engine.events import ServerNote, SessionState, StatementFinished
+from lockrace.core.events import ServerNote, SessionState, StatementFinished
 from lockrace.engine.race import Race
 
 

@@ -32,7 +32,7 @@ import pymysql
 import pytest
 from faults.cli import LiveRun, lockrace_env, run_lockrace, server_tmp  # noqa: F401
 
-from lockrace.engine.events import ServerNote
+from lockrace.core.events import ServerNote
 from lockrace.servers.embedded_postgres import EmbeddedPostgres
 from lockrace.servers.target import Target, mysql_target, pg_target
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
-ENGINE_SIDE = ["engine", "backends", "servers", "scenario", "render", "isolation", "lab"]
+ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab"]
 
 
 def _modules():
@@ -38,3 +38,48 @@ def test_engine_import_does_not_load_textual():
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports (at any depth in the file), as absolute names."""
+    package = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            out.append((node.lineno, name))
+            out.extend((node.lineno, f"{name}.{a.name}") for a in node.names)
+    return out
+
+
+def test_only_the_entry_point_imports_the_command_line():
+    """``lockrace.cli`` is the top: the servers, isolation and lab commands never import it
+    back (one server pool in ``lockrace.servers.pool`` serves them all)."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path.name == "__main__.py" or path == ROOT / "cli.py":
+            continue
+        for line, name in _imports(path):
+            if name == "lockrace.cli" or name.startswith("lockrace.cli."):
+                offenders.append(f"{path.relative_to(ROOT)}:{line}")
+    assert offenders == []
+
+
+def test_backends_and_engine_do_not_import_each_other():
+    """Shared types sit below both (``lockrace.core``): core imports nothing else from
+    lockrace, the backends never import the engine (the engine drives the backends)."""
+    offenders = []
+    for path in sorted((ROOT / "core").rglob("*.py")):
+        offenders += [f"core/{path.name}:{line} {name}" for line, name in _imports(path)
+                      if name.startswith("lockrace.") and not name.startswith("lockrace.core")]
+    for path in sorted((ROOT / "backends").rglob("*.py")):
+        offenders += [f"backends/{path.name}:{line} {name}" for line, name in _imports(path)
+                      if name == "lockrace.engine" or name.startswith("lockrace.engine.")]
+    assert offenders == []

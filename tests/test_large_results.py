@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from lockrace.engine.events import ROW_LIMIT
+from lockrace.core.events import ROW_LIMIT
 from lockrace.engine.race import Race
 from lockrace.engine.runner import ScenarioRunner
 from lockrace.render.tables import result_lines

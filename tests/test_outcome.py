@@ -8,7 +8,7 @@ lockrace is developed, so these cases are checked here only.
 
 import pytest
 
-from lockrace.engine.outcome import asks_nowait, asks_skip_locked, classify_mysql, classify_postgres, wait_seconds, with_skip
+from lockrace.core.outcome import asks_nowait, asks_skip_locked, classify_mysql, classify_postgres, wait_seconds, with_skip
 
 
 @pytest.mark.parametrize("sqlstate,message,sql,want", [

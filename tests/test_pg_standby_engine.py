@@ -9,8 +9,8 @@ import asyncio
 import psycopg
 
 from lockrace.backends import open_backend
-from lockrace.engine.events import REPLAY_PROCESS, STANDBY_BUDGET, Budget
-from lockrace.engine.outcome import classify_postgres
+from lockrace.core.events import REPLAY_PROCESS, STANDBY_BUDGET, Budget
+from lockrace.core.outcome import classify_postgres
 from lockrace.engine.race import Race
 from lockrace.servers.pg_standby import flush_wal, wait_replayed
 from lockrace.servers.target import Target
@@ -136,7 +136,7 @@ async def test_settings_changes_refused_on_a_pair_given_by_dsns(pg_standby_pair,
 
 
 async def test_cluster_race_says_when_replay_waits_for_a_standby_session(pg_standby_backend):
-    from lockrace.engine.events import ServerNote
+    from lockrace.core.events import ServerNote
 
     backend = pg_standby_backend
     await backend.reset_sandbox()

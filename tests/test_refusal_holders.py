@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lockrace.app.status import SessionStatus
-from lockrace.engine.events import StatementFinished, StatementResult
+from lockrace.core.events import StatementFinished, StatementResult
 from lockrace.render.transcript import holder_words
 
 SETUP = {

@@ -5,7 +5,7 @@ one the table was loaded with."""
 
 from __future__ import annotations
 
-from lockrace.engine.events import StatementBlocked
+from lockrace.core.events import StatementBlocked
 
 
 async def blocked_lock(race, holder_sql: list[str], waiter_sql: str):

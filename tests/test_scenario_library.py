@@ -13,8 +13,8 @@ import asyncio
 
 import pytest
 
-from lockrace.engine.events import StatementBlocked
-from lockrace.engine.outcome import classify_mysql, wait_seconds
+from lockrace.core.events import StatementBlocked
+from lockrace.core.outcome import classify_mysql, wait_seconds
 from lockrace.engine.race import Race
 from lockrace.engine.runner import ScenarioRunner
 from lockrace.scenario.errors import ScenarioError
@@ -187,7 +187,7 @@ async def test_read_queued_behind_alter_is_blocked_by_the_alter_only(mysql_backe
 # ------------------------------------------------------------ budgets shown in transcripts
 
 def test_budget_of_lock_table_nowait_and_fractional_wait():
-    from lockrace.engine.events import Budget
+    from lockrace.core.events import Budget
     from lockrace.engine.session import Session
 
     pg = Session("B", None, "postgres")

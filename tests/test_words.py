@@ -57,7 +57,7 @@ def test_names_read_as_english():
 def test_wait_line_agrees_with_several_blockers():
     """The counter under a badge, fed the engine's own events (several sessions ahead in the queue)."""
     from lockrace.app.status import SessionStatus
-    from lockrace.engine.events import LockInfo, StatementBlocked, StatementStarted
+    from lockrace.core.events import LockInfo, StatementBlocked, StatementStarted
 
     status = SessionStatus("D")
     status.apply(StatementStarted("D", 1_000, 7, "LOCK TABLE accounts;", None))

@@ -24,9 +24,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from .. import exitguard
-from ..engine.events import Event, ServerNote, StatementFinished, StatementStarted
+from ..core.events import Event, ServerNote, StatementStarted
 from ..engine.race import Race, SessionBusy
-from ..engine.runner import Entry
+from ..engine.scheduler import Entry
 from ..render.transcript import names_text
 from ..scenario.library import builtins
 from ..scenario.model import Scenario
@@ -36,11 +36,13 @@ from .player import Player
 from .recorder import Recorder
 from .player import permutation_text
 from .scenario_picker import ScenarioPicker
-from .servers import ServerPool
+from ..servers.pool import ServerPool
 from .session_log import SessionLog
 from .session_panel import SessionPanel
 from .spec_screens import PermutationPicker, SessionChooser
 from .timeline import Timeline, TimelineModel
+from . import palette
+from .palette import themed
 
 SESSION_NAMES = ("A", "B", "C", "D")  # free-form sessions, and the ids of the four panel slots
 # Redraw interval by the age of the youngest running statement: what a frame
@@ -115,6 +117,10 @@ class LockraceApp(App[int]):
         Binding("alt+c", "focus_session('C')", "Session C", show=False),
         Binding("alt+d", "focus_session('D')", "Session D", show=False),
     ]
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """lockrace's colours (palette.tcss) as theme variables: app.tcss uses them as $lr-NAME."""
+        return {**super().get_theme_variable_defaults(), **palette.VARIABLES}
 
     def __init__(
         self,
@@ -250,26 +256,26 @@ class LockraceApp(App[int]):
         text = Text()
         player = self.player
         if player is None:
-            text.append(" Free-form race ", style="bold #101010 on #5fafd7")
+            text.append(" Free-form race ", style=themed("bold $lr-ink on $lr-steel"))
             text.append("  sandbox tables: accounts(id, balance) rows 1-3, jobs(id, task) rows 1-3.  "
                         "Type SQL in a panel and press Enter; Tab/Alt+A..D switch panels; "
-                        "F9 loads a scenario; F1 help.", style="#c0c0c0")
+                        "F9 loads a scenario; F1 help.", style=themed("$lr-silver"))
         elif player.is_spec:
             self._spec_bar(text, player)
         else:
             sc = player.scenario
-            text.append(f" {sc.name} ", style="bold #101010 on #ffd75f")
+            text.append(f" {sc.name} ", style=themed("bold $lr-ink on $lr-amber"))
             text.append(f"  {sc.title}", style="bold")
             met, bad = player.met()
             state = self._progress_words(player)
-            text.append(f"   {state} · ", style="#c0c0c0")
-            text.append(f"✓ {met} met", style="bold #5fd75f")
+            text.append(f"   {state} · ", style=themed("$lr-silver"))
+            text.append(f"✓ {met} met", style=themed("bold $lr-green"))
             text.append(" · ")
-            text.append(f"✗ {bad} not met", style="bold #ff5f5f" if bad else "#9e9e9e")
+            text.append(f"✗ {bad} not met", style=themed("bold $lr-red") if bad else themed("$lr-dim"))
             self._play_keys(text, player)
             if sc.lesson:
                 text.append("\n")
-                text.append(" ".join(sc.lesson.split()), style="italic #d0d0d0")  # one paragraph in the bar
+                text.append(" ".join(sc.lesson.split()), style=themed("italic $lr-pale"))  # one paragraph in the bar
         scenario = player.scenario.name if player is not None else None
         if player is not None and len(self.logs) > len(self._panel_list):
             self._sessions_line(text, player)
@@ -290,45 +296,45 @@ class LockraceApp(App[int]):
 
     def _play_keys(self, text: Text, player: Player) -> None:
         if self.autoplaying:
-            text.append("   ▶ auto-play", style="bold #87d7ff")
+            text.append("   ▶ auto-play", style=themed("bold $lr-sky"))
         if not player.finished:
-            text.append("   F5 step · F6 to end · F7 auto · ^F free-form", style="#9e9e9e")
+            text.append("   F5 step · F6 to end · F7 auto · ^F free-form", style=themed("$lr-dim"))
         else:
-            text.append("   F4 restarts it; keep typing freely; ^F free-form sandbox", style="#9e9e9e")
+            text.append("   F4 restarts it; keep typing freely; ^F free-form sandbox", style=themed("$lr-dim"))
 
     def _spec_bar(self, text: Text, player: Player) -> None:
         """The scenario bar for an isolation spec: which permutation, how far, which keys."""
         sc = player.scenario
-        text.append(f" {sc.name} ", style="bold #101010 on #d7afff")
+        text.append(f" {sc.name} ", style=themed("bold $lr-ink on $lr-lilac"))
         text.append(f"  {sc.title}", style="bold")
         state = self._progress_words(player)
-        text.append(f"   {state}", style="#c0c0c0")
+        text.append(f"   {state}", style=themed("$lr-silver"))
         self._play_keys(text, player)
         text.append("\n")
         text.append(f" permutation {player.permutation + 1}/{player.permutations}: ", style="bold")
         for i, entry in enumerate(player.entries):
-            style = "bold #101010 on #ffd75f" if i == player.position and not player.finished else (
-                "#9e9e9e" if i < player.position else "")
+            style = themed("bold $lr-ink on $lr-amber") if i == player.position and not player.finished else (
+                themed("$lr-dim") if i < player.position else "")
             text.append(permutation_text([entry]), style=style)
             text.append(" ")
         if player.permutations > 1:
-            text.append("  Ctrl+T picks another", style="#9e9e9e")
+            text.append("  Ctrl+T picks another", style=themed("$lr-dim"))
 
     def _sessions_line(self, text: Text, player: Player) -> None:
         """Every session of the race, the shown ones marked, when there are more than four."""
         text.append("\n sessions: ", style="bold")
         for name in self.logs:
             if name in self.shown:
-                text.append(f"[{name}]", style="bold #87d7ff")
+                text.append(f"[{name}]", style=themed("bold $lr-sky"))
             else:
-                text.append(f" {name} ", style="#9e9e9e")
+                text.append(f" {name} ", style=themed("$lr-dim"))
             text.append(" ")
-        text.append(" [ ] shown · Ctrl+G chooses which four", style="#9e9e9e")
+        text.append(" [ ] shown · Ctrl+G chooses which four", style=themed("$lr-dim"))
         step = player.next_step
         if step is not None and step.session not in self.shown:
             first = step.sql.splitlines()[0] if step.sql else ""
             text.append(f"\n ▶ next, F5: step {player.position + 1}/{player.total}  {step.session}> {first}"
-                        f"   (session {step.session} is not shown)", style="bold #ffffd7 on #5f5f00")
+                        f"   (session {step.session} is not shown)", style=themed("bold $lr-cream on $lr-olive"))
 
     # ------------------------------------------------------------ race life
     @work(exclusive=True, group="race")
@@ -341,7 +347,7 @@ class LockraceApp(App[int]):
         self.engine = engine
         self.permutation = permutation
         if engine not in self.pool.backends:
-            self._banner(f"⏳ {self.pool.starting_text(engine)}", "bold #ffd75f")
+            self._banner(f"⏳ {self.pool.starting_text(engine)}", themed("bold $lr-amber"))
             self.sub_title = self.pool.starting_text(engine)
         for panel in self.panels.values():
             panel.reset(self.flavor)
@@ -350,7 +356,7 @@ class LockraceApp(App[int]):
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self._banner(f"✗ could not start or reach {engine}: {message}   (F8 tries the other engine, Ctrl+Q quits)",
-                         "bold #ff5f5f")
+                         themed("bold $lr-red"))
             self.sub_title = f"no server · engine: {engine}"
             return
         names = session_names(scenario)
@@ -386,7 +392,7 @@ class LockraceApp(App[int]):
                 self.player = None
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            self._banner(f"✗ {message}", "bold #ff5f5f")
+            self._banner(f"✗ {message}", themed("bold $lr-red"))
             return
         self.sub_title = f"{self.server_label} · engine: {engine}"
         self._banner(None)
@@ -458,7 +464,7 @@ class LockraceApp(App[int]):
             step = self.player.current if self.player is not None else None
             for line in entry.text.splitlines():
                 if step is not None:
-                    self._write(step.session, f"-- {line}", "italic #d7af87")
+                    self._write(step.session, f"-- {line}", themed("italic $lr-tan"))
         elif entry.kind == "launch":
             # the hint says the step runs (it no longer offers F5 for it); drawn after the statement is on its way
             self.call_later(self._show_in_progress, entry.record, None)
@@ -469,7 +475,7 @@ class LockraceApp(App[int]):
             if entry.kind == "finish":
                 lines = self._verdict(rec)
             else:
-                lines = [(f"✗ step {rec.step.name}: {entry.text}", "bold #ff5f5f")]
+                lines = [(f"✗ step {rec.step.name}: {entry.text}", themed("bold $lr-red"))]
             for line, style in lines:
                 self._write(rec.step.session, line, style)
             self._show_bar()
@@ -486,12 +492,12 @@ class LockraceApp(App[int]):
         expectations = rec.step.applicable(self.flavor)
         if not rec.failures:
             if self.player is not None and self.player.is_spec:  # a spec states no expectations: just done
-                return [(f"· step {rec.step.name} done", "#87875f")]
+                return [(f"· step {rec.step.name} done", themed("$lr-khaki"))]
             if not expectations:
-                return [(f"✓ step {rec.step.name}", "#5f875f")]
+                return [(f"✓ step {rec.step.name}", themed("$lr-moss"))]
             what = "; ".join(e.describe() for e in expectations)
-            return [(f"✓ step {rec.step.name} as expected: {what}", "bold #5fd75f")]
-        return [(f"✗ {failure}", "bold #ff5f5f") for failure in rec.failures]
+            return [(f"✓ step {rec.step.name} as expected: {what}", themed("bold $lr-green"))]
+        return [(f"✗ {failure}", themed("bold $lr-red")) for failure in rec.failures]
 
     def _show_next(self) -> None:
         player = self.player
@@ -905,7 +911,7 @@ class LockraceApp(App[int]):
             return
         self.closing = True
         self._banner("closing: cancelling statements, rolling back, closing connections, stopping servers…",
-                     "bold #ffd75f")
+                     themed("bold $lr-amber"))
         self._close_everything()
 
     @work(group="shutdown")

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from .status import STATE_HELP, STYLES
+from .palette import themed
 
 KEYS = [
     ("Enter", "run the typed SQL in the focused session"),
@@ -61,8 +62,8 @@ def help_text() -> Group:
             label = "BLOCKED by A on accounts id=1"
         states.add_row(Text(f" {label} ", style=STYLES[key]), what)
     borders = _grid()
-    borders.add_row(Text("┏━┓ heavy, blue", style="bold #5fafff"), "the focused panel (where typing goes)")
-    borders.add_row(Text("┏╍┓ dashed, amber", style="bold #ffd75f"), "a blocked session; focused and blocked: heavy amber")
+    borders.add_row(Text("┏━┓ heavy, blue", style=themed("bold $lr-blue")), "the focused panel (where typing goes)")
+    borders.add_row(Text("┏╍┓ dashed, amber", style=themed("bold $lr-amber")), "a blocked session; focused and blocked: heavy amber")
     lanes = _grid()
     lanes.add_row("▬", "a statement running (or how long it ran)")
     lanes.add_row("█", "the stretch the server reported it blocked")

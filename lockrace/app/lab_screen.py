@@ -19,9 +19,10 @@ from ..lab.holder_waiter import HolderWaiterLab, LabResult, ModeResult, Sample
 from ..lab.modes import LabConfig, LabError, Mode, make_config
 from ..lab.strip import axis_for, counts, density, tick_line
 from ..lab.table import lab_notes, lab_table
+from .palette import themed
 
 LABEL_WIDTH = 30
-OK_STYLE, ERROR_STYLE, MARK_STYLE = "bold #5fd75f", "bold #ff5f5f", "bold #ffd75f"
+OK_STYLE, ERROR_STYLE, MARK_STYLE = themed("bold $lr-green"), themed("bold $lr-red"), themed("bold $lr-amber")
 
 
 def strip_lines(result: LabResult, width: int) -> Group:

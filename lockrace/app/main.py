@@ -5,11 +5,10 @@ from __future__ import annotations
 import concurrent.futures
 import sys
 
+from ..exitguard import EXIT_UNUSABLE
 from ..scenario.errors import ScenarioError
 from ..scenario.library import resolve
 from ..servers.target import Target
-
-EXIT_UNUSABLE = 2
 
 
 def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None,
@@ -25,7 +24,7 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         if not loaded.runs_on(engine):
             engine = loaded.engines[0]
     # The server starts in a thread while Textual is imported and the first screen drawn.
-    from .servers import start_target
+    from ..servers.pool import start_target
 
     pending = {}
     executor = None
@@ -45,7 +44,7 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         if app is not None:
             app.pool.stop_owned()  # whatever way the app ended, no server is left running
         else:
-            from .servers import ServerPool
+            from ..servers.pool import ServerPool
 
             ServerPool(pending=pending).stop_owned()
         if executor is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.events import Event, StatementBlocked, StatementFinished, StatementResult, StatementStarted
+from ..core.events import Event, StatementBlocked, StatementFinished, StatementResult, StatementStarted
 from ..render.transcript import Blocked, Observed, replay, run_text
 from ..scenario.model import Expectation, Scenario, Step
 from ..scenario.text_format import write_scenario

@@ -14,6 +14,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from .palette import themed
+
 
 def race_path(typed: str, base: Path) -> Path:
     """The .race file a typed path names (relative to ``base``; a .txt or no suffix becomes .race)."""
@@ -46,7 +48,7 @@ class SaveDialog(ModalScreen[Path | None]):
             yield Label("Save the race: a .race scenario, and its transcript (.txt) beside it.  "
                         "Enter saves, Esc cancels.", classes="spec-dialog-title")
             yield Input(value=str(self.default), id="save-path")
-            yield Label(Text(self.note, style="#ffd75f") if self.note else "", id="save-note")
+            yield Label(Text(self.note, style=themed("$lr-amber")) if self.note else "", id="save-note")
 
     def on_mount(self) -> None:
         line = self.query_one("#save-path", Input)
@@ -62,16 +64,16 @@ class SaveDialog(ModalScreen[Path | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if not event.value.strip():
-            self._say("✗ type a file name", "bold #ff5f5f")
+            self._say("✗ type a file name", themed("bold $lr-red"))
             return
         path = race_path(event.value, self.base)
         if not path.parent.is_dir():
-            self._say(f"✗ no such directory: {path.parent}", "bold #ff5f5f")
+            self._say(f"✗ no such directory: {path.parent}", themed("bold $lr-red"))
             return
         existing = [p.name for p in targets(path) if p.exists()]
         if existing and self._confirm != path:
             self._confirm = path
             self._say(f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {path.parent}: "
-                      "Enter again overwrites, Esc cancels", "bold #ffd75f")
+                      "Enter again overwrites, Esc cancels", themed("bold $lr-amber"))
             return
         self.dismiss(path)

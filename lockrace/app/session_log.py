@@ -10,52 +10,25 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..engine.events import Event, StatementFinished, StatementStarted
+from ..core.events import Event, StatementFinished, StatementStarted
 from ..render.tables import result_lines
-from ..render.transcript import OUTCOME_WORDS, holder_words, names_text
-from .status import SessionStatus, budget_words, seconds
+from ..render.transcript import annotation
+from .status import SessionStatus
+from .palette import themed
 
 OUTCOME_LINE_STYLES = {
-    "ok": "#5fd75f",
-    "skipped": "#00d7af",
-    "timed_out": "bold #ff5f5f",
-    "statement_timeout": "bold #ff5f5f",
-    "refused": "bold #d75fd7",
-    "deadlock": "bold #ff0000",
-    "cancelled": "#b2b2b2",
-    "error": "#ff8787",
-    "connection_lost": "bold #ff0000",
-    "certification_conflict": "bold #ff8700",
-    "recovery_conflict": "bold #af87ff",
+    "ok": themed("$lr-green"),
+    "skipped": themed("$lr-teal"),
+    "timed_out": themed("bold $lr-red"),
+    "statement_timeout": themed("bold $lr-red"),
+    "refused": themed("bold $lr-orchid"),
+    "deadlock": themed("bold $lr-scarlet"),
+    "cancelled": themed("$lr-grey"),
+    "error": themed("$lr-salmon"),
+    "connection_lost": themed("bold $lr-scarlet"),
+    "certification_conflict": themed("bold $lr-orange"),
+    "recovery_conflict": themed("bold $lr-lavender"),
 }
-
-
-def annotation(result) -> str:
-    """lockrace's own note after a result: outcome, time, wait and budget."""
-    took = seconds(result.elapsed_ns)
-    parts = []
-    if result.outcome == "ok":
-        parts.append(f"ok in {took}")
-    elif result.outcome == "skipped":
-        whose = f" locked by {names_text(result.skipped_from)}" if result.skipped_from else ""
-        n = result.skipped_rows
-        parts.append(f"skipped {n} row{'s' if n != 1 else ''}{whose} in {took}")
-    else:
-        word = OUTCOME_WORDS.get(result.outcome, result.outcome)
-        if result.conflict:  # why, as the session's node reported it
-            word += f" ({result.conflict}{f' on {result.node}' if result.node else ''})"
-        elif result.outcome == "recovery_conflict" and result.detail:
-            word += f" ({result.detail.rstrip('.')})"  # the standby's reason: a lock, a snapshot, ...
-        parts.append(f"{word} after {took}")
-    if result.outcome == "refused":
-        parts.append(holder_words(result))
-    if result.waited_ns or result.blocked_by:
-        who = names_text(result.blocked_by)
-        parts.append(f"waited {seconds(result.waited_ns)} blocked by {who}")
-    if result.budget is not None and (result.blocked_by or result.outcome in ("timed_out", "refused",
-                                                                              "recovery_conflict")):
-        parts.append(f"budget {budget_words(result.budget)}")
-    return "-- " + "; ".join(parts)
 
 
 SESSION_LOG_LINES = 5000
@@ -96,6 +69,8 @@ class SessionLog:
             for line in result_lines(res, self.flavor):
                 write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
             for notice in res.notices:
-                write(notice, "italic #9e9e9e")
-            write(annotation(res), OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
+                write(notice, themed("italic $lr-dim"))
+            note = annotation(res, was_blocked=bool(res.waited_ns or res.blocked_by), blockers=res.blocked_by,
+                              always=True)
+            write(note, OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
         return added

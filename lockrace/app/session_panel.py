@@ -18,8 +18,9 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
-from ..engine.events import Event
+from ..core.events import Event
 from .session_log import SessionLog
+from .palette import themed
 
 
 PANEL_MAX_LINES = 1000  # lines a panel keeps on screen (its session log keeps more, also bounded)
@@ -44,7 +45,7 @@ class WaitLine(Widget):
 
     def render(self) -> Text:
         self._text = self._status_of().wait_line()
-        return Text(f" {self._text}", style="bold #ffd75f", no_wrap=True, overflow="ellipsis")
+        return Text(f" {self._text}", style=themed("bold $lr-amber"), no_wrap=True, overflow="ellipsis")
 
 
 class SqlInput(Input):

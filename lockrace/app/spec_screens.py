@@ -12,6 +12,7 @@ from textual.widgets.option_list import Option
 
 from ..scenario.model import Scenario
 from .player import permutation_text
+from .palette import themed
 
 
 class PermutationPicker(ModalScreen[int | None]):
@@ -33,13 +34,13 @@ class PermutationPicker(ModalScreen[int | None]):
             width = len(str(len(perms)))
             options = []
             for i, perm in enumerate(perms):
-                label = Text.assemble((f"{i + 1:>{width}}  ", "bold #9e9e9e"), (permutation_text(perm), "bold"))
+                label = Text.assemble((f"{i + 1:>{width}}  ", themed("bold $lr-dim")), (permutation_text(perm), "bold"))
                 sessions = []
                 for entry in perm:
                     session = self.scenario.step(entry.step).session
                     if not sessions or sessions[-1] != session:
                         sessions.append(session)
-                label.append(f"   ({' → '.join(sessions)})", style="#9e9e9e")
+                label.append(f"   ({' → '.join(sessions)})", style=themed("$lr-dim"))
                 options.append(Option(label, id=f"perm-{i}"))
             yield OptionList(*options, id="permutation-list")
 
@@ -83,9 +84,9 @@ class SessionChooser(ModalScreen[list[str] | None]):
         note = self.query_one("#session-chooser-note", Label)
         if count > self.limit:
             note.update(Text(f"{count} ticked: untick {count - self.limit} (there are {self.limit} panels)",
-                             style="bold #ff5f5f"))
+                             style=themed("bold $lr-red")))
         else:
-            note.update(Text(f"{count} of {self.limit} panels", style="#9e9e9e"))
+            note.update(Text(f"{count} of {self.limit} panels", style=themed("$lr-dim")))
 
     def action_confirm(self) -> None:
         chosen = self.query_one(SelectionList).selected

@@ -7,10 +7,10 @@ has a text label *and* a style, so color is never the only signal.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter_ns
 
-from ..engine.events import (
+from ..core.events import (
     Budget,
     Event,
     LockInfo,
@@ -22,26 +22,27 @@ from ..engine.events import (
     StatementUnblocked,
 )
 from ..render.transcript import OUTCOME_WORDS, budget_amount, names_text
+from .palette import themed
 
 # badge key -> (label, style); the label may be extended with details
 STYLES = {
-    "idle": "bold #101010 on #8a8a8a",
-    "in transaction": "bold #101010 on #5fafd7",
-    "failed transaction": "bold white on #af5f00",
-    "running": "bold #101010 on #87d7ff",
-    "blocked": "bold #101010 on #ffd75f",
-    "timed out": "bold white on #d70000",
-    "statement timeout": "bold white on #d70000",
-    "refused": "bold white on #af00af",
-    "skipped": "bold #101010 on #00d7af",
-    "deadlock victim": "bold white on #870000",
-    "cancelled": "bold #101010 on #b2b2b2",
-    "error": "bold white on #d75f5f",
-    "connection lost": "bold white on #5f0000",
-    "certification conflict": "bold #101010 on #ff8700",
-    "recovery conflict": "bold white on #5f00af",
-    "ok": "bold #101010 on #5fd75f",
-    "connecting": "bold #101010 on #8a8a8a",
+    "idle": themed("bold $lr-ink on $lr-idle"),
+    "in transaction": themed("bold $lr-ink on $lr-steel"),
+    "failed transaction": themed("bold white on $lr-rust"),
+    "running": themed("bold $lr-ink on $lr-sky"),
+    "blocked": themed("bold $lr-ink on $lr-amber"),
+    "timed out": themed("bold white on $lr-crimson"),
+    "statement timeout": themed("bold white on $lr-crimson"),
+    "refused": themed("bold white on $lr-magenta"),
+    "skipped": themed("bold $lr-ink on $lr-teal"),
+    "deadlock victim": themed("bold white on $lr-maroon"),
+    "cancelled": themed("bold $lr-ink on $lr-grey"),
+    "error": themed("bold white on $lr-rose"),
+    "connection lost": themed("bold white on $lr-blood"),
+    "certification conflict": themed("bold $lr-ink on $lr-orange"),
+    "recovery conflict": themed("bold white on $lr-violet"),
+    "ok": themed("bold $lr-ink on $lr-green"),
+    "connecting": themed("bold $lr-ink on $lr-idle"),
 }
 
 
@@ -111,7 +112,6 @@ class SessionStatus:
     budgets: tuple[Budget, ...] = ()
     ident: int = 0
     statements: int = 0
-    history: list = field(default_factory=list)
 
     def apply(self, event: Event) -> None:
         if isinstance(event, StatementStarted):

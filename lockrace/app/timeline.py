@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widget import Widget
 
-from ..engine.events import (
+from ..core.events import (
     Budget,
     Event,
     LockInfo,
@@ -25,6 +25,7 @@ from ..engine.events import (
 )
 from ..render.transcript import OUTCOME_WORDS, names_text
 from .status import seconds
+from .palette import themed
 
 MIN_SPAN_NS = 250_000_000  # the narrowest window the timeline follows with
 RECENT_NS = 2_000_000_000  # once nothing runs: the statements that ended this close to the last one
@@ -42,19 +43,19 @@ class View:
     span_ns: int = 0
 
 BAR_STYLES = {
-    "running": "#87d7ff",
-    "blocked": "#ffd75f",
-    "ok": "#5fd75f",
-    "timed_out": "#ff5f5f",
-    "statement_timeout": "#ff5f5f",
-    "refused": "#d75fd7",
-    "skipped": "#00d7af",
-    "deadlock": "#d70000",
-    "cancelled": "#b2b2b2",
-    "error": "#ff8787",
-    "connection_lost": "#af0000",
-    "certification_conflict": "#ff8700",
-    "recovery_conflict": "#af87ff",
+    "running": themed("$lr-sky"),
+    "blocked": themed("$lr-amber"),
+    "ok": themed("$lr-green"),
+    "timed_out": themed("$lr-red"),
+    "statement_timeout": themed("$lr-red"),
+    "refused": themed("$lr-orchid"),
+    "skipped": themed("$lr-teal"),
+    "deadlock": themed("$lr-crimson"),
+    "cancelled": themed("$lr-grey"),
+    "error": themed("$lr-salmon"),
+    "connection_lost": themed("$lr-darkred"),
+    "certification_conflict": themed("$lr-orange"),
+    "recovery_conflict": themed("$lr-lavender"),
 }
 
 
@@ -236,9 +237,9 @@ def lane_label(bar: Bar | None, now: int) -> tuple[str, str]:
     if state == "blocked":
         who = names_text(bar.blockers)
         on = f" · {bar.lock.describe()}" if bar.lock else ""
-        return f"waits on {who}{on}", "bold #ffd75f"
+        return f"waits on {who}{on}", themed("bold $lr-amber")
     if state == "running":
-        return f"running {seconds(now - bar.start_ns)}", "#87d7ff"
+        return f"running {seconds(now - bar.start_ns)}", themed("$lr-sky")
     took = seconds(bar.end_ns - bar.start_ns)
     word = OUTCOME_WORDS.get(state, state)
     if state == "skipped":
@@ -267,7 +268,7 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
 
     out = Text(no_wrap=True, overflow="crop")
     for lane in model.lanes:
-        cells: list[tuple[str, str]] = [("─", "#3a3a3a")] * area
+        cells: list[tuple[str, str]] = [("─", themed("$lr-rule"))] * area
         markers: list[tuple[int, str]] = []
         for bar in visible:
             if bar.session != lane:
@@ -284,7 +285,7 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
             if bar.budget is not None and (bar.running or bar.was_blocked or state in ("refused", "timed_out")):
                 at = bar.start_ns + int(bar.budget.ms * 1e6)
                 if t0 <= at <= t1:
-                    markers.append((col(at), "bold #ffffff on #870000" if bar.running else "bold #ffffff"))
+                    markers.append((col(at), themed("bold $lr-white on $lr-maroon") if bar.running else themed("bold $lr-white")))
         for mx, style in markers:
             cells[mx] = ("┃", style)
         node = model.nodes.get(lane)
@@ -322,19 +323,19 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
                 free = x + len(text) + 2
             else:
                 free = x + 1
-        out.append("".join(axis), style="#9e9e9e")
+        out.append("".join(axis), style=themed("$lr-dim"))
         return out
     axis = ["─"] * area
     for x, _ in ticks:
         axis[x] = "┴"
-    out.append("".join(axis), style="#6c6c6c")
+    out.append("".join(axis), style=themed("$lr-slate"))
     out.append("\n")
     line = [" "] * (area + label_w + 2)
     for x, text in ticks:
         if x + len(text) <= len(line) and all(c == " " for c in line[max(0, x - 1): x + len(text) + 1]):
             line[x: x + len(text)] = list(text)
     out.append(" " * name_w)
-    out.append("".join(line).rstrip(), style="#9e9e9e")
+    out.append("".join(line).rstrip(), style=themed("$lr-dim"))
     return out
 
 

@@ -12,7 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from ..engine.events import Budget, LockInfo, StatementResult
+from ..core.events import Budget, LockInfo, StatementResult
 
 
 class ConnectError(Exception):
@@ -108,10 +108,6 @@ class MonitorConnection(ABC):
         if table is None:
             return None
         return (await self.row_lock_holders(table, exclude)).holders
-
-    @abstractmethod
-    async def connected_idents(self, idents: list[int]) -> set[int]:
-        """Which of ``idents`` still have a connection on the server."""
 
     @abstractmethod
     async def close(self) -> None: ...

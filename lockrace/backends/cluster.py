@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..engine.events import StatementResult
+from ..core.events import StatementResult
 from ..servers.cluster import TOPOLOGIES, Cluster, load
 from .base import Backend, MonitorConnection, SessionConnection
 
@@ -93,9 +93,6 @@ class ClusterBackend(Backend):
     def server_name(self) -> str:
         label = TOPOLOGIES[self.topology].label
         return f"{label} {self.version} ({', '.join(self.nodes)})"
-
-    def node_server_name(self, node: str) -> str:
-        return self.nodes[node].server_name
 
     async def connect_session(self, name: str) -> SessionConnection:
         return await self.first_backend.connect_session(name)

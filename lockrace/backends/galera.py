@@ -16,8 +16,8 @@ import asyncio
 
 import re
 
-from ..engine.events import Budget, LockInfo, StatementResult
-from ..engine.outcome import GALERA_COUNTERS, galera_conflict
+from ..core.events import Budget, LockInfo, StatementResult
+from ..core.outcome import GALERA_COUNTERS, galera_conflict
 from .base import MonitorConnection, WaitReport
 from .cluster import ClusterBackend, ClusterHooks
 

@@ -24,11 +24,12 @@ import pymysql.cursors
 import pymysql.protocol
 from pymysql.constants import CLIENT, SERVER_STATUS
 
-from ..engine.events import ROW_LIMIT, Budget, LockInfo, StatementResult
-from ..engine.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
+from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
+from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
+from .queries import query
 
 
 class _Packet(pymysql.connections.MysqlPacket):
@@ -272,24 +273,6 @@ class MySQLSession(SessionConnection):
             pass
 
 
-_MARIADB_WAITS = """
-SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, l.lock_mode, l.lock_type, l.lock_table, l.lock_index, l.lock_data
-FROM information_schema.INNODB_LOCK_WAITS w
-JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
-JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
-LEFT JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id
-"""
-
-_MYSQL8_WAITS = """
-SELECT wt.PROCESSLIST_ID, bt.PROCESSLIST_ID, l.LOCK_MODE, l.LOCK_TYPE,
-       CONCAT('`', l.OBJECT_SCHEMA, '`.`', l.OBJECT_NAME, '`'), l.INDEX_NAME, l.LOCK_DATA
-FROM performance_schema.data_lock_waits w
-JOIN performance_schema.threads wt ON wt.THREAD_ID = w.REQUESTING_THREAD_ID
-JOIN performance_schema.threads bt ON bt.THREAD_ID = w.BLOCKING_THREAD_ID
-LEFT JOIN performance_schema.data_locks l ON l.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID
-WHERE wt.PROCESSLIST_ID IN ({ids})
-"""
-
 _MDL_WAITERS = """
 SELECT ID, STATE, INFO FROM information_schema.PROCESSLIST
 WHERE ID IN ({ids}) AND STATE LIKE 'Waiting for %%lock%%'
@@ -404,7 +387,7 @@ class MySQLMonitor(MonitorConnection):
         if self._waits_seen is not None and loop.time() - self._innodb_read_at < 0.101:
             return self._waits_seen
         try:
-            rows = await self._query(_MARIADB_WAITS)
+            rows = await self._query(query("mariadb", "innodb_lock_waits"))
         finally:
             self._innodb_read_at = loop.time()
         self._waits_seen = rows
@@ -415,7 +398,7 @@ class MySQLMonitor(MonitorConnection):
             return {}
         ids = ",".join(str(int(i)) for i in idents)
         if self.flavor == "mysql8":
-            rows = await self._innodb_query(_MYSQL8_WAITS.format(ids=ids))
+            rows = await self._innodb_query(query("mysql8", "data_lock_waits").format(ids=ids))
         else:
             wanted = {int(i) for i in idents}
             rows = [r for r in await self._mariadb_waits() if int(r[0]) in wanted]
@@ -589,13 +572,6 @@ class MySQLMonitor(MonitorConnection):
             return await self._call(work)
         except pymysql.MySQLError:
             return None, None
-
-    async def connected_idents(self, idents: list[int]) -> set[int]:
-        if not idents:
-            return set()
-        ids = ",".join(str(int(i)) for i in idents)
-        rows = await self._query(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({ids})")
-        return {int(r[0]) for r in rows}
 
     async def close(self) -> None:
         try:

@@ -28,7 +28,7 @@ import re
 
 import psycopg
 
-from ..engine.events import StatementResult
+from ..core.events import StatementResult
 from .base import ConnectError
 from .cluster import ClusterBackend, ClusterHooks
 from .pg_replication import ReplayGate

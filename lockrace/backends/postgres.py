@@ -17,11 +17,12 @@ import psycopg
 from psycopg import capabilities, generators, pq, sql as pgsql
 from psycopg.waiting import Wait
 
-from ..engine.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
-from ..engine.outcome import classify_postgres
+from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
+from ..core.outcome import classify_postgres
 from ..servers.target import Target, redact
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
+from .queries import query
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
@@ -56,20 +57,6 @@ def _guc_ms(text: str | None) -> float:
         return 0.0
     return float(m.group(1)) * _GUC_UNITS_MS[m.group(2) or "ms"]
 
-_WAITS_SQL = """
-SELECT a.pid,
-       pg_blocking_pids(a.pid),
-       w.locktype, w.mode, w.relation::regclass::text, w.page, w.tuple,
-       w.transactionid::text, w.classid, w.objid, w.objsubid,
-       t.relation::regclass::text, t.page, t.tuple,
-       {waited},
-       (SELECT array_agg(b.pid || ':' || b.backend_type) FROM pg_stat_activity b
-        WHERE b.pid = ANY(pg_blocking_pids(a.pid)) AND b.backend_type <> 'client backend')
-FROM pg_stat_activity a
-LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1) w ON true
-LEFT JOIN LATERAL (SELECT * FROM pg_locks l WHERE l.pid = a.pid AND l.granted AND l.locktype = 'tuple' LIMIT 1) t ON true
-WHERE a.pid = ANY(%s) AND a.wait_event_type = 'Lock'
-"""
 
 
 def _key_value(text: str | None) -> str:
@@ -319,9 +306,7 @@ class PostgresMonitor(MonitorConnection):
         self.ident = conn.info.backend_pid
         self.have_pgrowlocks = have_pgrowlocks
         # pg_locks.waitstart exists from PostgreSQL 14 on
-        waited = "extract(epoch FROM clock_timestamp() - w.waitstart)::float8" \
-            if conn.info.server_version >= 140000 else "NULL::float8"
-        self._waits_sql = _WAITS_SQL.replace("{waited}", waited)
+        self._waits_sql = query("postgres", "waits_post_140000" if conn.info.server_version >= 140000 else "waits")
         self._rows: dict[int, tuple[tuple[str, str], str]] = {}  # pid -> ((table, ctid), row name)
         self._keys: dict[str, list[str]] = {}  # table -> primary key columns
 
@@ -443,10 +428,6 @@ class PostgresMonitor(MonitorConnection):
             return tuple(p for (p,) in await cur.fetchall())
         except psycopg.Error:
             return None
-
-    async def connected_idents(self, idents: list[int]) -> set[int]:
-        cur = await self.conn.execute("SELECT pid FROM pg_stat_activity WHERE pid = ANY(%s)", [idents])
-        return {pid for (pid,) in await cur.fetchall()}
 
     async def close(self) -> None:
         try:

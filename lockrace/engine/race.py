@@ -20,7 +20,7 @@ from time import perf_counter_ns
 from typing import Callable, Iterable
 
 from ..backends.base import Backend, ConnectError, MonitorConnection, count_passed_over, skip_probe
-from .events import (
+from ..core.events import (
     NO_MDL_INFO,
     STANDBY_BUDGET,
     Event,
@@ -32,7 +32,7 @@ from .events import (
     StatementStarted,
     StatementUnblocked,
 )
-from .outcome import asks_skip_locked, with_skip
+from ..core.outcome import asks_skip_locked, with_skip
 from .session import RunningStatement, Session
 
 SKIP_PROBE_ROWS = 1000  # rows beyond a SKIP LOCKED read's LIMIT that its probe may read

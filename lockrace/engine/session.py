@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, field
 
 from ..backends.base import SessionConnection
-from .events import Budget, LockInfo, StatementResult
-from .outcome import asks_nowait, wait_seconds
+from ..core.events import Budget, LockInfo, StatementResult
+from ..core.outcome import asks_nowait, wait_seconds
 
 _PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..scenario.model import AcrossSteps, Expectation, Step, flavor_matches
-from .events import REPLAY_ALIAS, REPLAY_PROCESS, StatementResult
+from ..core.events import REPLAY_ALIAS, REPLAY_PROCESS, StatementResult
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..scenario.model import Scenario
 from ..scenario.errors import ScenarioError, read_source_bytes
 
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+from ..exitguard import EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE
 
 
 def expected_candidates(expected: str | None, spec: Scenario, several: bool) -> list[Path] | None:
@@ -66,7 +66,7 @@ def compare(output: bytes, candidates: list[Path]) -> tuple[bool, str]:
 
 
 async def run_specs(specs: list[Scenario], args) -> int:
-    from ..cli import ServerUnavailable, Servers
+    from ..servers.pool import ServerPool, ServerUnavailable
     from .execute import finish, run_spec
 
     fmt = getattr(args, "format", "transcript")
@@ -77,7 +77,7 @@ async def run_specs(specs: list[Scenario], args) -> int:
     except ValueError as exc:
         print(f"lockrace: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
-    servers = Servers(args.pg, args.mysql)
+    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql})
     results = []
     spent = 0.0
     try:

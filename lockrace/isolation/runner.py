@@ -8,10 +8,13 @@ sent and polled: while its connection has no complete result, wait up to
 connection) whether the step's backend is blocked by one of this spec's
 sessions.  If so the step is reported ``<waiting ...>`` and the next step is
 launched; waiting steps are polled again after every later step and reported
-``<... completed>`` when done.  Blockers in the permutation delay the report:
-``(*)`` prints ``<waiting ...>`` at launch whatever happens, ``(other)`` holds
-the completion report while step ``other`` is still running, ``(other notices
-N)`` until ``other``'s session has sent N more notices.
+``<... completed>`` when done: the engine scheduler's ``Wait.DONE_OR_WAITING``
+policy (``engine/scheduler.py``, which the app steps a spec with), here at
+libpq level so that every byte matches upstream's.  Blockers in the
+permutation delay the report: ``(*)`` prints ``<waiting ...>`` at launch
+whatever happens, ``(other)`` holds the completion report while step
+``other`` is still running, ``(other notices N)`` until ``other``'s session
+has sent N more notices.
 
 Messages isolationtester writes to stderr (setup failures, timeouts) are part
 of upstream's expected files (pg_regress runs it with 2>&1), so they go to the
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from ..engine.scheduler import Wait, wait_policy
 from ..scenario.model import Blocker, PermutationEntry, Scenario
 from ..scenario.spec_format import unused_steps
 from .protocol import InputFailed, SendFailed
@@ -52,6 +56,7 @@ class PStep:
     session: str
     sql: bytes
     blockers: list[Blocker]
+    policy: Wait
     target_notices: dict[int, int] = field(default_factory=dict)
 
 
@@ -125,7 +130,8 @@ class SpecRunner:
     # ------------------------------------------------------------ one permutation
     def _pstep(self, entry: PermutationEntry) -> PStep:
         step = self.steps[entry.step]
-        return PStep(entry, step.name, step.session, step.sql.encode(), list(entry.blockers))
+        return PStep(entry, step.name, step.session, step.sql.encode(), list(entry.blockers),
+                     wait_policy(step, "", spec_rules=True, entry=entry))
 
     async def _run_permutation(self, perm: list[PermutationEntry]) -> None:
         self.emit(b"\nstarting permutation:" + b"".join(b" " + e.step.encode() for e in perm) + b"\n")
@@ -239,7 +245,7 @@ class SpecRunner:
 
     async def _try_complete(self, ps: PStep, flags: int) -> bool:
         """True while the step is not completed (waiting on a lock or a blocker)."""
-        if not flags & RETRY and any(b.step is None for b in ps.blockers):
+        if not flags & RETRY and ps.policy is Wait.MOVE_ON:
             self.emit(self._waiting_line(ps))
             return True
         conn = self.conns[ps.session]

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from .modes import LabError, make_config
 
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+from ..exitguard import EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE
 
 
 def cmd_bench(args) -> int:
@@ -38,13 +38,13 @@ def _progress(console: Console) -> Progress:
 
 
 async def _bench(args) -> int:
-    from ..cli import Servers, ServerUnavailable
+    from ..servers.pool import ServerPool, ServerUnavailable
 
     out = Console()
     if not out.is_terminal:
         out = Console(width=120)  # a file or pipe: keep the table on one line per mode
     err = Console(stderr=True)
-    servers = Servers(args.pg, args.mysql)
+    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql})
     try:
         with _progress(err) as progress:
             where = "connecting to the server" if (args.pg if args.engine == "postgres" else args.mysql) else (

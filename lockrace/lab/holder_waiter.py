@@ -18,7 +18,7 @@ from time import perf_counter_ns
 from typing import Callable
 
 from ..backends.base import Backend
-from ..engine.events import Budget, StatementResult
+from ..core.events import Budget, StatementResult
 from ..engine.race import Race
 from .modes import HOLD_SQL, TABLE, LabConfig, LabError, Mode
 from .stats import Summary, summarize
@@ -214,6 +214,3 @@ class HolderWaiterLab:
             return f"run {s.index}: {mode.label} got row {s.row} ({s.outcome}) instead of the next free row 2"
         return ""
 
-
-async def run_lab(backend: Backend, config: LabConfig, progress: Progress | None = None) -> LabResult:
-    return await HolderWaiterLab(backend, config, progress).run()

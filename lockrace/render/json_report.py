@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..engine.runner import RunReport
+from ..engine.scheduler import RunReport
 
 
 def report_dict(report: RunReport, origin: str = "") -> dict:

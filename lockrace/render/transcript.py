@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.events import LockInfo, StatementResult
-from ..engine.runner import Entry, RunReport
+from ..core.events import LockInfo, StatementResult
+from ..engine.scheduler import Entry, RunReport
 from ..engine.verify import StepRecord, check
 from ..scenario.model import Scenario
 from .tables import result_lines
@@ -78,6 +78,34 @@ def budget_text(budget) -> str:
     return f"{budget.name} {amount}" if amount else budget.name
 
 
+def annotation(res: StatementResult, *, was_blocked: bool, blockers, always: bool = False) -> str:
+    """lockrace's note after a result, the one writer of it (transcripts, saved races and
+    the app's panels): outcome and time, who held a refused lock, the wait and whom it
+    waited on, the budget in force.  Empty when there is nothing to say; ``always`` also
+    notes a plain success (``-- ok in 0.4 ms``: the app's panels confirm every statement)."""
+    notes = []
+    if res.outcome != "ok":
+        word = OUTCOME_WORDS.get(res.outcome, res.outcome)
+        if res.outcome == "skipped":
+            whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
+            word = f"skipped {res.skipped_rows} row{'s' if res.skipped_rows != 1 else ''}{whose}"
+        if res.outcome == "recovery_conflict" and res.detail:
+            word += f" ({res.detail.rstrip('.')})"  # the server's reason: a lock, a snapshot, ...
+        if res.conflict:
+            word += f" ({res.conflict}{f' on {res.node}' if res.node else ''})"
+        notes.append(f"{word} after {ms(res.elapsed_ns)}")
+        if res.outcome == "refused":
+            notes.append(holder_words(res))
+    elif always:
+        notes.append(f"ok in {ms(res.elapsed_ns)}")
+    if was_blocked:
+        notes.append(f"waited {ms(res.waited_ns)} blocked by {names_text(blockers)}")
+    if res.budget is not None and (was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout",
+                                                                "recovery_conflict")):
+        notes.append(f"budget {budget_text(res.budget)}")
+    return "-- " + "; ".join(notes) if notes else ""
+
+
 def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if entry.kind == "note":
         return [f"-- {line}" if line else "--" for line in entry.text.splitlines()]
@@ -101,27 +129,9 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if rec.was_blocked and rec.launched_before_finish != rec.index:
         lines.append(f"{rec.step.session}> <... completed step {rec.step.name}>")
     lines.extend(result_lines(res, flavor))
-    notes = []
-    if res.outcome != "ok":
-        word = OUTCOME_WORDS.get(res.outcome, res.outcome)
-        if res.outcome == "skipped":
-            whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
-            word = f"skipped {res.skipped_rows} row{'s' if res.skipped_rows != 1 else ''}{whose}"
-        if res.outcome == "recovery_conflict" and res.detail:
-            word += f" ({res.detail.rstrip('.')})"  # the server's reason: a lock, a snapshot, ...
-        if res.conflict:
-            word += f" ({res.conflict}{f' on {res.node}' if res.node else ''})"
-        notes.append(f"{word} after {ms(res.elapsed_ns)}")
-        if res.outcome == "refused":
-            notes.append(holder_words(res))
-    if rec.was_blocked:
-        who = names_text(rec.blockers)
-        notes.append(f"waited {ms(res.waited_ns)} blocked by {who}")
-    if res.budget is not None and (rec.was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout",
-                                                                    "recovery_conflict")):
-        notes.append(f"budget {budget_text(res.budget)}")
-    if notes:
-        lines.append("-- " + "; ".join(notes))
+    note = annotation(res, was_blocked=rec.was_blocked, blockers=rec.blockers)
+    if note:
+        lines.append(note)
     if rec.problem:
         lines.append(f"-- problem: {rec.problem}")
     return lines

@@ -28,8 +28,6 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "galera": ("node1", "node2"),
     "postgres-standby": ("primary", "standby"),
 }
-# the single-server engine a cluster's nodes speak (expectation flavors follow it)
-TOPOLOGY_ENGINE = {"galera": "mysql", "postgres-standby": "postgres"}
 
 _SERVER_SETTINGS_SQL = re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(", re.IGNORECASE)
 
@@ -61,14 +59,6 @@ def flavor_matches(wanted: str | None, flavor: str) -> bool:
     if wanted == flavor:
         return True
     return wanted == "mysql" and flavor in ("mariadb", "mysql8")
-
-
-def engine_of(flavor: str) -> str:
-    return "postgres" if flavor == "postgres" else "mysql"
-
-
-def is_cluster(engine: str) -> bool:
-    return engine in TOPOLOGIES
 
 
 def default_node(topology: str, session: str, index: int) -> str:

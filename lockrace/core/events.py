@@ -167,11 +167,6 @@ class SessionState(Event):
 
 
 @dataclass(frozen=True)
-class Notice(Event):
-    text: str
-
-
-@dataclass(frozen=True)
 class ServerNote(Event):
     """Something about the server or the race as a whole (session == "")."""
 
