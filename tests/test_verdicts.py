@@ -214,3 +214,26 @@ async def test_stepping_runs_each_engines_own_sql(mysql_backend):
         await race.close()
     assert [r.failures for r in player.records] == [[]] * 7
     assert player.records[1].result.outcome == "ok"
+
+
+async def test_transcript_shows_notices_and_warnings(pg_backend, mysql_backend):
+    # what psql prints after the result (WARNING: ...), and the mysql client's SHOW WARNINGS
+    from lockrace.render.transcript import entry_lines
+    from lockrace.scenario.text_format import parse_scenario
+
+    for backend, sql, said in (
+        (pg_backend, "SET LOCAL lock_timeout = '100ms';", "WARNING:  SET LOCAL can only be used in transaction blocks"),
+        (mysql_backend, "SET SESSION innodb_lock_wait_timeout = 2000000000;",
+         "Warning (Code 1292): Truncated incorrect innodb_lock_wait_timeout value: '2000000000'"),
+    ):
+        scenario = parse_scenario(f"engines: postgres, mysql\nA> {sql}\n    notice: {said[-30:]}\n")
+        lines: list[str] = []
+        race = await Race(backend, ["A"]).open()
+        try:
+            runner = ScenarioRunner(race, scenario, step_timeout=5,
+                                    on_entry=lambda e: lines.extend(entry_lines(e, backend.flavor)))
+            report = await runner.run(prepare=False)
+        finally:
+            await race.close()
+        assert report.failures == []
+        assert said in lines

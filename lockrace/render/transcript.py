@@ -129,6 +129,7 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if rec.was_blocked and rec.launched_before_finish != rec.index:
         lines.append(f"{rec.step.session}> <... completed step {rec.step.name}>")
     lines.extend(result_lines(res, flavor))
+    lines.extend(res.notices)  # the server's notices and warnings, as psql prints them (MariaDB: SHOW WARNINGS)
     note = annotation(res, was_blocked=rec.was_blocked, blockers=rec.blockers)
     if note:
         lines.append(note)
