@@ -32,7 +32,7 @@ from lockrace.engine.race import Race  # noqa: E402
 from lockrace.servers.target import mysql_target, pg_target  # noqa: E402
 
 
-async def measure(engine: str, dsn: str | None, rounds: int) -> list[float]:
+async def measure(engine: str, dsn: str | None, rounds: int, pause: bool = True) -> list[float]:
     target = mysql_target(dsn) if engine == "mysql" else pg_target(dsn)
     backend = await open_backend(target)
     race = None
@@ -44,7 +44,9 @@ async def measure(engine: str, dsn: str | None, rounds: int) -> list[float]:
         await race.run("A", "BEGIN")
         await race.run("A", "UPDATE det SET v = 1 WHERE id = 1")
         seen: dict[int, int] = {}
-        race.subscribe(lambda e: isinstance(e, StatementBlocked) and seen.setdefault(e.stmt_id, e.t_ns))
+        race.subscribe(lambda e: isinstance(e, StatementBlocked) and seen.setdefault(e.stmt_id, e.t_ns)
+                       and kinds.add((e.lock.kind if e.lock else None, e.blockers)))
+        kinds: set = set()
         out = []
         for _ in range(rounds):
             await race.run("B", "SELECT 1")
@@ -54,7 +56,9 @@ async def measure(engine: str, dsn: str | None, rounds: int) -> list[float]:
             out.append((seen[stmt.stmt_id] - stmt.started_ns) / 1e6)
             await race.cancel("B")
             await stmt.done.wait()
-            await asyncio.sleep(0.15)
+            if pause:
+                await asyncio.sleep(0.15)
+        print("reported:", kinds)
         return out
     finally:
         if race is not None:
@@ -69,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--mysql", dest="dsn_mysql")
     ap.add_argument("--pg", dest="dsn_pg")
+    ap.add_argument("--no-pause", action="store_true", help="start each round at once after the last wait ended")
     args = ap.parse_args(argv)
     dsn = args.dsn_mysql if args.engine == "mysql" else args.dsn_pg
-    ms = asyncio.run(measure(args.engine, dsn, args.rounds))
+    ms = asyncio.run(measure(args.engine, dsn, args.rounds, not args.no_pause))
     ms.sort()
     print(f"{args.engine}: blocked detected after a preceding statement: median {statistics.median(ms):.1f} ms,"
           f" p90 {ms[int(len(ms) * 0.9) - 1]:.1f} ms, max {ms[-1]:.1f} ms ({len(ms)} rounds)")

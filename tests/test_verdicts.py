@@ -237,3 +237,29 @@ async def test_transcript_shows_notices_and_warnings(pg_backend, mysql_backend):
             await race.close()
         assert report.failures == []
         assert said in lines
+
+
+async def test_mariadb_never_reports_a_new_statement_blocked_from_an_older_look(mysql_backend):
+    # Within 100 ms of a read InnoDB answers from the same snapshot (lockrace keeps that
+    # answer instead of asking): it still shows B's finished wait.  B's next statement,
+    # started after that look, must not be reported blocked on its strength.
+    from lockrace.core.events import StatementBlocked
+
+    await mysql_backend.reset_sandbox()
+    await mysql_backend.run_admin(["CREATE TABLE det (id int PRIMARY KEY, v int) ENGINE=InnoDB",
+                                   "INSERT INTO det VALUES (1, 0)"])
+    race = await Race(mysql_backend, ["A", "B"]).open()
+    blocked: list[int] = []
+    race.subscribe(lambda e: isinstance(e, StatementBlocked) and blocked.append(e.stmt_id))
+    try:
+        await race.run("A", "BEGIN")
+        await race.run("A", "UPDATE det SET v = 1 WHERE id = 1")
+        wait = race.submit("B", "UPDATE det SET v = 2 WHERE id = 1")
+        assert await race.wait_blocked_or_done(wait, 5) and wait.result is None
+        await race.run("A", "COMMIT")
+        await wait.done.wait()
+        quiet = race.submit("B", "SELECT SLEEP(0.05)")  # runs 50 ms, waits for no lock
+        await quiet.done.wait()
+    finally:
+        await race.close()
+    assert wait.stmt_id in blocked and quiet.stmt_id not in blocked

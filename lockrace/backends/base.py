@@ -33,6 +33,9 @@ class WaitReport:
     budget: Budget | None = None
     """The budget that really bounds this kind of wait, when it is not the statement's
     lock budget (Galera's causal wait: repl.causal_read_timeout)."""
+    taken_ns: int | None = None
+    """perf_counter_ns() when the views behind this report were read, when that may be
+    before the call (MariaDB's InnoDB views); None: read by this call."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,10 @@ class SessionConnection(ABC):
 
 class MonitorConnection(ABC):
     ident: int = 0  # the monitor's own backend pid / connection id
+    snapshot_ns: int | None = None
+    """perf_counter_ns() when the lock views behind the last ``waits`` answer were read,
+    where that answer may be older than the call (MariaDB); None: always fresh.  It
+    says nothing about a statement started after it."""
     first_poll_s: float = 0.001
     """How long after a statement is sent the first look at the lock views waits: a
     look before the statement reached the server finds nothing, and competes with
@@ -74,6 +81,11 @@ class MonitorConnection(ABC):
     def closed(self) -> bool:
         """True once the server ended this connection (it must be replaced)."""
         return False
+
+    def blocked_poll_s(self, default: float) -> float | None:
+        """How long to wait before looking again while every statement waits
+        (None: until a statement starts or finishes)."""
+        return default
 
     @abstractmethod
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:

@@ -312,6 +312,7 @@ class MySQLMonitor(MonitorConnection):
         self.flavor = flavor
         self._innodb_read_at = 0.0
         self._waits_seen: list[tuple] | None = None  # MariaDB: the last answer of InnoDB's lock views
+        self._fresh_due: float | None = None  # when a fresh answer can be had, if the last one was not
         self.sandbox = sandbox
         self.has_mdl_info = has_mdl_info
         self.own_sessions = own_sessions if own_sessions is not None else set()  # thread ids of this run's sessions
@@ -385,13 +386,29 @@ class MySQLMonitor(MonitorConnection):
         """
         loop = asyncio.get_running_loop()
         if self._waits_seen is not None and loop.time() - self._innodb_read_at < 0.101:
+            self._fresh_due = self._innodb_read_at + 0.101
             return self._waits_seen
+        taken = perf_counter_ns()
         try:
             rows = await self._query(query("mariadb", "innodb_lock_waits"))
         finally:
             self._innodb_read_at = loop.time()
         self._waits_seen = rows
+        self.snapshot_ns = taken
+        self._fresh_due = None
         return rows
+
+    def blocked_poll_s(self, default: float) -> float | None:
+        """MariaDB: while every statement waits, look again only once, when the last
+        answer came from a snapshot that may be stale, as soon as a fresh one can be
+        had; else not at all (a new statement or a finish wakes the monitor).  A look
+        every 100 ms would keep InnoDB's snapshot from refreshing, and the next wait
+        that begins would be seen up to 100 ms late."""
+        if self.flavor == "mysql8":
+            return default
+        if self._fresh_due is None:
+            return None
+        return max(0.0, self._fresh_due - asyncio.get_running_loop().time())
 
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         if not idents:
@@ -417,7 +434,8 @@ class MySQLMonitor(MonitorConnection):
                     if data in ("supremum pseudo-record",):
                         detail = f"{index} gap before supremum"
                 locks[waiter] = LockInfo(kind, str(mode or ""), _table_name(table), detail.strip())
-        reports = {w: WaitReport(w, tuple(b), locks.get(w)) for w, b in blockers.items()}
+        taken = self.snapshot_ns if self.flavor != "mysql8" else None
+        reports = {w: WaitReport(w, tuple(b), locks.get(w), taken_ns=taken) for w, b in blockers.items()}
         missing = [i for i in idents if i not in reports]
         if missing:
             reports.update(await self._mdl_waits(missing))

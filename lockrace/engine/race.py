@@ -636,6 +636,12 @@ class Race:
             if stmt is None or stmt.result is not None or stmt is not asked[s.name]:
                 continue  # finished while we asked: the answer is about that statement, not a newer one
             report = per_node[s.node].get(s.ident)
+            # an answer read before this statement began says nothing about it (MariaDB's
+            # InnoDB views, answered from the last read within 100 ms)
+            taken = report.taken_ns if report is not None else \
+                getattr(self.monitors.get(s.node, self.monitor), "snapshot_ns", None)
+            if taken is not None and stmt.started_ns > taken:
+                continue
             if report is not None:
                 # a blocker that is a server process (the startup process on a hot standby) by its name
                 blockers = tuple(report.process_names.get(i) or self.name_of(i, s.node) for i in report.blockers)
@@ -710,8 +716,11 @@ class Race:
             if all_blocked:
                 # Nothing new to learn quickly: a finish arrives as the statement's
                 # own answer, and a new statement wakes this wait at once.
+                timeout: float | None = POLL_BLOCKED_S
+                if self.nodes is None and self.monitor is not None:
+                    timeout = self.monitor.blocked_poll_s(POLL_BLOCKED_S)  # MariaDB: see backends/mysql.py
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), POLL_BLOCKED_S)
+                    await asyncio.wait_for(self._wake.wait(), timeout)
             else:
                 await asyncio.sleep(POLL_S)
 
