@@ -556,13 +556,18 @@ class Race:
             await self._replace_monitor(session.node)
             monitor = self.monitor_for(session)
         try:
-            return await _within(monitor.cancel(session.ident), CANCEL_S)
+            done = await _within(monitor.cancel(session.ident), CANCEL_S)
         except asyncio.TimeoutError:
             return False  # the server does not answer
         except Exception:
             if not await self._replace_monitor(session.node):
                 raise
             return await _within(self.monitor_for(session).cancel(session.ident), CANCEL_S)
+        if not done and monitor.closed and await self._replace_monitor(session.node):
+            # the server had ended the monitor's connection (found out only now: an idle
+            # MariaDB monitor does not look at the lock views on a timer): once more, anew
+            return await _within(self.monitor_for(session).cancel(session.ident), CANCEL_S)
+        return done
 
     async def rollback(self, name: str) -> StatementResult | None:
         session = self.sessions[name]
