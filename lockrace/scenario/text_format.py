@@ -32,6 +32,11 @@ may follow the colon or continue on indented lines.  A step starts with
 ``key: value`` lines after a step are its expectations (see ``EXPECT_KEYS``);
 ``key[flavor]:`` limits one to postgres, mysql (MariaDB and MySQL), mariadb or
 mysql8.  ``note:`` lines narrate between steps.  ``#`` starts a comment line.
+
+``A[postgres]> ...;`` directly followed by ``A[mysql]> ...;`` is one step with
+its SQL per engine (``Step.variants``).  ``one-of: 5, 7 expect deadlock`` at the
+left margin expects exactly one of those steps to end that way
+(``Scenario.across``).
 """
 
 from __future__ import annotations
