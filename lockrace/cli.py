@@ -28,7 +28,10 @@ a random suffix, or the name in LOCKRACE_SANDBOX) and drops at the end.
 
 Clusters: --engine galera starts a private 2-node MariaDB Galera cluster
 (needs mariadbd, galera-4 and rsync) and seats A, B on node1 and C, D on
-node2; --galera DSN1,DSN2 uses an existing one."""
+node2; --galera DSN1,DSN2 uses an existing one.  --engine postgres-standby
+starts a private PostgreSQL primary and a hot standby streaming from it (A, B
+on the primary, C, D on the standby); --standby PRIMARY,STANDBY uses an
+existing pair."""
 
 EPILOG = """\
 examples:
