@@ -71,20 +71,12 @@ def _connect_error(exc: Exception, target: Target) -> ConnectError:
     return ConnectError(f"cannot connect to PostgreSQL at {target.describe()}: {redact(text)}")
 
 
-def _text_rows(cur) -> tuple[list[str], list[tuple]]:
+def _text_rows(cur) -> list[tuple]:
+    """A cursor's rows as the server's own text (the monitor's plain reads)."""
     res = cur.pgresult
     if res is None or cur.description is None:
-        return [], []
-    ncols, nrows = res.nfields, res.ntuples
-    columns = [res.fname(c).decode() for c in range(ncols)]
-    rows = []
-    for r in range(nrows):
-        row = []
-        for c in range(ncols):
-            value = res.get_value(r, c)
-            row.append(None if value is None else value.decode("utf-8", "replace"))
-        rows.append(tuple(row))
-    return columns, rows
+        return []
+    return _res_rows(res, res.ntuples)
 
 
 _MAX_NOTICES = 50
@@ -394,7 +386,7 @@ class PostgresMonitor(MonitorConnection):
         cur = self.conn.cursor()
         try:
             await cur.execute(sql.encode())
-            return _text_rows(cur)[1]
+            return _text_rows(cur)
         except psycopg.Error:
             return None
 
