@@ -200,16 +200,6 @@ def refused_table(sql: str, message: str) -> str | None:
     return m.group(1) if m else None
 
 
-def count_skipped(plain: list[tuple], got: list[tuple], limit: int | None) -> int:
-    """Rows a SKIP LOCKED read passed over, from the same read without locking.
-
-    If the read returned fewer rows than its LIMIT it looked at every row, so
-    every row it did not return was skipped; otherwise only the rows ordered
-    before the last row it returned.
-    """
-    return len(_passed_over(plain, got, limit))
-
-
 def count_passed_over(seen: list[tuple], got: list[tuple], limit: int | None,
                       latest: list[tuple] | None = None, own_changes: int = 0) -> int:
     """Rows a SKIP LOCKED read passed over because other transactions lock them.

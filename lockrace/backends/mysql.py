@@ -645,7 +645,6 @@ class MySQLBackend(Backend):
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {message}") from None
         except (OSError, ValueError) as exc:
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {exc}") from None
-        return conn
 
     async def _connect(self, database: str | None = "", role: str = "admin") -> _Connection:
         return await _run(self._connect_sync, self.sandbox if database == "" else database, role)

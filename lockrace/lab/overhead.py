@@ -26,8 +26,6 @@ from .modes import HOLD_SQL, TABLE, LabError
 from .stats import Summary, summarize
 
 CALLER_SLACK_MS = 0.1  # target: what a caller of Race.run waits <= the bare driver + 0.1 ms
-NOWAIT_SLACK_MS = CALLER_SLACK_MS
-BOUNDED_SLACK_MS = 2.0  # sanity: a bounded wait's median <= budget + 2 ms (102 ms for 100 ms)
 
 WAYS = ("raw", "engine_wall", "raw_async", "engine")
 WAY_LABELS = {
@@ -61,11 +59,6 @@ class CaseResult:
     def target_ms(self) -> float:
         """What a caller may wait: the bare driver's median + 0.1 ms."""
         return self.summary("raw").median_ms + CALLER_SLACK_MS
-
-    @property
-    def budget_target_ms(self) -> float | None:
-        """A bounded wait: its budget + 2 ms (the wait itself is the server's)."""
-        return None if self.case.key == "nowait" else (self.case.budget_ms or 0) + BOUNDED_SLACK_MS
 
     def overhead_ms(self) -> float:
         """What the caller waits beyond the bare driver (medians)."""
