@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from lockrace.app.session_log import SessionLog
 from lockrace.app.status import SessionStatus
-from lockrace.core.events import StatementFinished, StatementResult
+from lockrace.core.events import StatementExplained, StatementFinished, StatementResult
 from lockrace.render.transcript import holder_words
 
 SETUP = {
@@ -22,9 +23,17 @@ async def test_row_refusal_names_the_holder(engine, backend, make_race):
         await backend.run_admin(["INSERT INTO accounts VALUES (1, 1), (2, 2)"])
     for sql in ("BEGIN;", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE;"):
         assert (await race.run("A", sql)).outcome == "ok"
+    explained = []
+    race.subscribe(lambda e: explained.append(e) if isinstance(e, StatementExplained) else None)
+    log = SessionLog("B", backend.flavor)  # B's transcript as the app keeps it
+    race.subscribe(lambda e: log.apply(e) if e.session == "B" else None)
     res = await race.run("B", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT;")
     assert res.outcome == "refused"
+    await race.settled("B")  # the holder is asked after the answer, in the same result
     assert res.held_by == ("A",)
+    assert [e.result for e in explained] == [res]
+    # the transcript's line for the refusal names the holder (written once the server told)
+    assert sum("lock held by A" in line for line in log.lines) == 1, log.lines
     assert holder_words(res) == "lock held by A"
     await race.run("A", "COMMIT;")
 
@@ -38,6 +47,7 @@ async def test_table_refusal_names_every_holder(pg_backend, make_race):
     assert (await race.run("C", "BEGIN;")).outcome == "ok"
     res = await race.run("C", "LOCK TABLE accounts IN ACCESS EXCLUSIVE MODE NOWAIT;")
     assert res.outcome == "refused", res.message
+    await race.settled("C")
     assert res.held_by == ("A", "B")
     await race.run("C", "ROLLBACK;")
     await race.run("A", "COMMIT;")

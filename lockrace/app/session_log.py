@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..core.events import Event, StatementFinished, StatementStarted
+from ..core.events import Event, StatementExplained, StatementFinished, StatementStarted
 from ..render.tables import result_lines
 from ..render.transcript import annotation
 from .status import SessionStatus
@@ -43,6 +43,7 @@ class SessionLog:
         # (line, style), the latest SESSION_LOG_LINES: a day of typing stays bounded in memory
         self.entries: deque[tuple[str, str]] = deque(maxlen=SESSION_LOG_LINES)
         self.next_text: str | None = None  # the next scenario step, when it is this session's
+        self._unexplained: int | None = None  # a refused statement whose holder is still being asked
 
     @property
     def lines(self) -> list[str]:
@@ -70,7 +71,16 @@ class SessionLog:
                 write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
             for notice in res.notices:
                 write(notice, themed("italic $lr-dim"))
-            note = annotation(res, was_blocked=bool(res.waited_ns or res.blocked_by), blockers=res.blocked_by,
-                              always=True)
-            write(note, OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
+            if res.outcome == "refused":
+                self._unexplained = event.stmt_id  # its line names the holder: written once the server told
+            else:
+                self._annotate(res, write)
+        elif isinstance(event, StatementExplained) and event.stmt_id == self._unexplained:
+            self._unexplained = None
+            self._annotate(event.result, write)
         return added
+
+    @staticmethod
+    def _annotate(res, write) -> None:
+        note = annotation(res, was_blocked=bool(res.waited_ns or res.blocked_by), blockers=res.blocked_by, always=True)
+        write(note, OUTCOME_LINE_STYLES.get(res.outcome, "dim"))

@@ -50,9 +50,17 @@ class SessionConnection(ABC):
     ident: int = 0  # backend pid / connection id
     closed: bool = False
 
+    def send(self, sql: str) -> object | None:
+        """Send ``sql`` at once, from the caller's thread, without waiting for the
+        server (a driver that can queue a query without blocking); ``execute`` then
+        reads its answer.  None: not sent here, ``execute`` sends it."""
+        return None
+
     @abstractmethod
-    async def execute(self, sql: str) -> StatementResult:
-        """Run ``sql`` (one or more statements); never raises for SQL errors."""
+    async def execute(self, sql: str, sent: object | None = None) -> StatementResult:
+        """Run ``sql`` (one or more statements), or read the answer to it when
+        ``send`` already sent it (``sent`` is what ``send`` returned); never raises
+        for SQL errors."""
 
     @abstractmethod
     async def txn_state(self) -> str:

@@ -30,6 +30,7 @@ from ..servers.target import Target
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
 from .queries import query
+from .worker import SessionThread
 
 
 class _Packet(pymysql.connections.MysqlPacket):
@@ -148,6 +149,7 @@ class MySQLSession(SessionConnection):
         self.budget_prefix = budget_prefix  # Galera: reading budgets must not wait for wsrep_sync_wait
         self.ident = conn.thread_id()
         self._closed = False
+        self._worker: SessionThread | None = None
         # XA transactions this run's sessions prepared and have not ended: they outlive
         # their connection (MariaDB 10.5+) and would hold their locks in the sandbox
         self.prepared_xa = prepared_xa if prepared_xa is not None else set()
@@ -234,8 +236,14 @@ class MySQLSession(SessionConnection):
                 pass
         return result
 
-    async def execute(self, sql: str) -> StatementResult:
-        result = await _run(self._execute_refreshed, sql)
+    def _thread(self) -> SessionThread:
+        """The session's own worker thread (its statements and budget reads, one at a time)."""
+        if self._worker is None:
+            self._worker = SessionThread(f"lockrace-{self.name}")
+        return self._worker
+
+    async def execute(self, sql: str, sent: object | None = None) -> StatementResult:
+        result = await self._thread().submit(self._execute_refreshed, sql)
         if result.outcome == "ok" or result.result_sets:
             self._note_xa(sql)
         return result
@@ -261,16 +269,18 @@ class MySQLSession(SessionConnection):
         if self.closed:
             return ()
         try:
-            return await _run(self._budgets)
+            return await self._thread().submit(self._budgets)
         except (pymysql.MySQLError, OSError):
             return ()
 
     async def close(self) -> None:
         self._closed = True
         try:
-            await _run(self.conn.close)
+            await _run(self.conn.close)  # not behind a call the session's thread may be stuck in
         except Exception:
             pass
+        if self._worker is not None:
+            self._worker.stop()
 
 
 _MDL_WAITERS = """

@@ -8,7 +8,6 @@ transcript shows exactly what psql or isolationtester would show.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import re
 from time import perf_counter_ns
 
@@ -23,6 +22,7 @@ from ..servers.target import Target, redact
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
 from .queries import query
+from .worker import SessionThread
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
@@ -112,11 +112,11 @@ def _drain_copy(pgconn):
 
 
 class PostgresSession(SessionConnection):
-    """One session's connection.  Statements run on a worker thread with a
-    plain (blocking) psycopg connection, timed around the driver call inside
-    that thread: a statement's elapsed time is then the server's answer time,
-    never stretched by the event loop being busy (the app's screen redraws
-    can hold the loop for tens of ms)."""
+    """One session's connection: a plain (blocking) psycopg connection whose
+    answers are read on the session's own worker thread and timed there (see
+    ``send``): a statement's elapsed time is the server's answer time, never
+    stretched by the event loop being busy (the app's screen redraws can hold
+    the loop for tens of ms)."""
 
     def __init__(self, conn: psycopg.Connection, name: str):
         self.conn = conn
@@ -125,7 +125,7 @@ class PostgresSession(SessionConnection):
         self.notices: list[str] = []
         self._copied = False  # the last statement line ran a COPY FROM STDIN / TO STDOUT (see _stream)
         self.standby: bool | None = None  # connected to a hot standby (read with the budgets)
-        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        self._worker: SessionThread | None = None
         conn.add_notice_handler(self._on_notice)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
@@ -139,20 +139,61 @@ class PostgresSession(SessionConnection):
     def closed(self) -> bool:
         return self.conn.closed or self.conn.broken
 
-    async def execute(self, sql: str) -> StatementResult:
-        # the session's own worker thread (one statement at a time): cheaper to hand a
-        # statement to than anyio's shared pool, which a caller sees as overhead
-        if self._worker is None:
-            self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"lockrace-{self.name}")
-        return await asyncio.get_running_loop().run_in_executor(self._worker, self._execute, sql)
-
-    def _execute(self, sql: str) -> StatementResult:
-        self.notices = []
-        sets: list[StatementResult] = []
-        t0 = perf_counter_ns()
+    def send(self, sql: str) -> asyncio.Future | None:
+        """Send ``sql`` now, from the caller's thread, and hand the reading of its
+        answer to the session's worker thread at once.  libpq in non-blocking mode only
+        queues and writes the query: nothing here waits for the server, and the hand-over
+        to the thread overlaps the server's work instead of preceding it.  The answer is
+        read and timed on the worker thread, so its time is never stretched by the event
+        loop being busy (the app's screen redraws can hold the loop for tens of ms).
+        None when the connection is busy or closed (``execute`` then does both on the
+        worker thread and reports why)."""
+        if self.closed or not self.conn.lock.acquire(blocking=False):
+            return None
+        data = sql.encode("utf-8")
         try:
-            with self.conn.lock:
-                self._stream(sql.encode("utf-8"), sets)
+            pgconn = self.conn.pgconn
+            self.notices = []
+            self._copied = False
+            t0 = perf_counter_ns()
+            pgconn.send_query(data)
+            if _CHUNKED:
+                pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
+            else:
+                pgconn.set_single_row_mode()
+        except BaseException:
+            self.conn.lock.release()
+            return None
+        # the connection's lock goes with the answer to the worker thread, which releases it
+        return self._thread().submit(self._execute, sql, data, t0)
+
+    async def execute(self, sql: str, sent: asyncio.Future | None = None) -> StatementResult:
+        if sent is None:
+            sent = self.send(sql)
+        if sent is None:
+            sent = self._thread().submit(self._execute, sql, sql.encode("utf-8"), None)
+        # the answer is read to its end even if the caller stops waiting for it: the
+        # connection is never left with an unread answer
+        return await sent
+
+    def _thread(self) -> SessionThread:
+        if self._worker is None:
+            self._worker = SessionThread(f"lockrace-{self.name}")
+        return self._worker
+
+    def _execute(self, sql: str, data: bytes, sent: int | None = None) -> StatementResult:
+        sets: list[StatementResult] = []
+        if sent is None:
+            self.notices = []
+            self.conn.lock.acquire()
+            t0 = perf_counter_ns()
+        else:
+            t0 = sent
+        try:
+            try:
+                self._stream(data, sets, sent=sent is not None)
+            finally:
+                self.conn.lock.release()
             t1 = perf_counter_ns()
         except psycopg.Error as exc:
             t1 = perf_counter_ns()
@@ -173,19 +214,20 @@ class PostgresSession(SessionConnection):
         last.result_sets = sets
         return last
 
-    def _stream(self, sql: bytes, sets: list[StatementResult]) -> None:
+    def _stream(self, sql: bytes, sets: list[StatementResult], sent: bool = False) -> None:
         """Send ``sql`` (one or several statements, simple query protocol) and read its
         results as the server streams them, in chunks: each result set keeps its first
         ROW_LIMIT rows and only counts the rest, so memory stays bounded whatever the
         size of the result.  A cancel from the monitor ends the stream with 57014."""
         conn, pgconn = self.conn, self.conn.pgconn
-        self._copied = False
-        pgconn.send_query(sql)
-        if _CHUNKED:
-            pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
-        else:
-            pgconn.set_single_row_mode()
-        conn.wait(generators.send(pgconn))
+        if not sent:  # else already sent by ``send``
+            self._copied = False
+            pgconn.send_query(sql)
+            if _CHUNKED:
+                pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
+            else:
+                pgconn.set_single_row_mode()
+        conn.wait(generators.send(pgconn))  # whatever of the query is still unsent (a long one)
         error: psycopg.Error | None = None
         columns: list[str] | None = None
         rows: list[tuple] = []
@@ -278,7 +320,7 @@ class PostgresSession(SessionConnection):
     async def budgets(self) -> tuple[Budget, ...]:
         if self.closed or self.conn.info.transaction_status == pq.TransactionStatus.INERROR:
             return ()
-        return await anyio.to_thread.run_sync(self._budgets)
+        return await self._thread().submit(self._budgets)
 
     async def close(self) -> None:
         def close():
@@ -289,7 +331,7 @@ class PostgresSession(SessionConnection):
 
         await anyio.to_thread.run_sync(close)
         if self._worker is not None:
-            self._worker.shutdown(wait=False)
+            self._worker.stop()
 
 
 class PostgresMonitor(MonitorConnection):

@@ -158,6 +158,16 @@ class StatementFinished(Event):
 
 
 @dataclass(frozen=True)
+class StatementExplained(Event):
+    """What lockrace learnt about a finished statement from a further question to the
+    server, after its answer was out (``StatementFinished``): who holds the lock a
+    refused statement wanted (``result.held_by``, set in the same result object)."""
+
+    stmt_id: int
+    result: StatementResult
+
+
+@dataclass(frozen=True)
 class SessionState(Event):
     """Transaction state and budgets after a statement (or at connect)."""
 

@@ -27,6 +27,7 @@ from ..core.events import (
     ServerNote,
     SessionState,
     StatementBlocked,
+    StatementExplained,
     StatementFinished,
     StatementResult,
     StatementStarted,
@@ -272,44 +273,71 @@ class Race:
 
     # ------------------------------------------------------------ statements
     def submit(self, name: str, sql: str) -> RunningStatement:
-        """Start ``sql`` in session ``name``; returns at once."""
+        """Start ``sql`` in session ``name``; returns at once.  A session whose last
+        statement has its answer but is still being asked about (a refusal's holder)
+        takes the new one right after that."""
         session = self.sessions[name]
-        if session.running is not None:
+        previous = session.running
+        if previous is not None and not previous.answered.is_set():
             raise SessionBusy(f"session {name} is still running a statement")
         self._next_id += 1
         stmt = RunningStatement(self._next_id, sql, perf_counter_ns(), session.budget_for(sql))
         session.running = stmt
-        stmt.task = asyncio.create_task(self._execute(session, stmt), name=f"lockrace-{name}-{stmt.stmt_id}")
+        if previous is None and self.nodes is None and not session.conn.closed and "\x00" not in sql:
+            # on its way to the server before anything else happens (a cluster's node may
+            # first have to prepare: see _before); _execute reads the answer
+            stmt.sent = session.conn.send(sql)
+        stmt.task = asyncio.create_task(self._execute(session, stmt, previous),
+                                        name=f"lockrace-{name}-{stmt.stmt_id}")
         return stmt
 
     async def run(self, name: str, sql: str) -> StatementResult:
+        """Run ``sql`` in session ``name``; returns as soon as the server's answer is in.
+
+        Who holds the lock a refused statement wanted is a further question to the
+        server, asked after the answer: it lands in the same result (``held_by``,
+        and a ``StatementExplained`` event) before the session takes its next
+        statement; ``settled`` waits for it."""
         stmt = self.submit(name, sql)
-        await stmt.done.wait()
+        await stmt.answered.wait()
         assert stmt.result is not None
         return stmt.result
 
-    async def _execute(self, session: Session, stmt: RunningStatement) -> None:
+    async def settled(self, name: str) -> None:
+        """Wait until session ``name`` is free: its statement answered and everything
+        asked after the answer (``held_by``) is in."""
+        stmt = self.sessions[name].running
+        if stmt is not None:
+            await stmt.done.wait()
+
+    async def _execute(self, session: Session, stmt: RunningStatement, previous: RunningStatement | None = None) -> None:
+        if previous is not None:
+            try:
+                await previous.done.wait()  # one connection, one request at a time
+            except asyncio.CancelledError:
+                self._finish(session, stmt, StatementResult("cancelled", message="cancelled while closing"))
+                raise
+            stmt.started_ns = perf_counter_ns()
         refused = await self._before(session, stmt.sql) if self.nodes is not None else None
         self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget, node=session.node))
         self._wake.set()
         try:
             if refused is not None:
                 result = refused
-            elif session.conn.closed:
+            elif stmt.sent is None and session.conn.closed:
                 result = StatementResult("connection_lost", message="the connection is closed; reconnect first")
-            elif "\x00" in stmt.sql:
+            elif stmt.sent is None and "\x00" in stmt.sql:
                 # libpq ends the SQL at a NUL and runs what precedes it ("DELETE FROM t\0 WHERE ...")
                 result = StatementResult("error", message="not sent: the SQL contains a NUL byte (\\0), "
                                                           "where the server would see the statement end")
             else:
                 if stmt.budget is not None and stmt.budget.ms == 0 and self.monitor_for(session) is not None \
                         and not _LOCK_STATEMENT.match(stmt.sql):
-                    # refused at once, if at all: ask who holds the rows while it runs, so that a
-                    # caller does not wait for that question after the answer (the holders
-                    # are the same: they hold the lock already)
+                    # refused at once, if at all: ask who holds the rows while it runs (they
+                    # hold the lock already), so that the holder is named soon after the answer
                     stmt.holders_task = asyncio.ensure_future(self._holders_now(session, stmt.sql))
                     stmt.holders_task.add_done_callback(_consume)
-                result = await session.conn.execute(stmt.sql)
+                result = await session.conn.execute(stmt.sql, stmt.sent)
         except asyncio.CancelledError:
             result = StatementResult("cancelled", message="cancelled while closing")
             self._finish(session, stmt, result)
@@ -336,15 +364,6 @@ class Race:
             result.outcome = "refused"
         if result.outcome == "ok" and asks_skip_locked(stmt.sql):
             await self._account_skipped(session, stmt.sql, result)
-        elif result.outcome == "refused" and stmt.holders_task is not None:
-            try:
-                idents = await _within(asyncio.shield(stmt.holders_task), 2)
-            except Exception:
-                idents = None  # the views could not say: held_by stays None
-            if idents is not None:
-                result.held_by = tuple(sorted(self.name_of(i, session.node) for i in idents))
-        elif result.outcome == "refused":
-            await self._ask_holders(session, stmt.sql, result)
         self._track_prepared(session, stmt.sql, result)
         if self.nodes is not None:
             result.node = session.node
@@ -364,6 +383,9 @@ class Race:
             session.wrote_in_txn = False
         elif _WRITES.match(stmt.sql) and (result.outcome == "ok" or result.result_sets):
             session.wrote_in_txn = True  # its uncommitted changes: no skipped rows for its own reads
+        stmt.answered.set()  # the caller has its answer; what follows is asked after it
+        if result.outcome == "refused":
+            await self._name_holders(session, stmt, result)
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
@@ -459,6 +481,7 @@ class Race:
     def _release(self, session: Session, stmt: RunningStatement) -> None:
         if session.running is stmt:
             session.running = None
+        stmt.answered.set()
         stmt.done.set()
         stmt.blocked.set()  # wake anyone waiting for "blocked or done"
 
@@ -522,17 +545,22 @@ class Race:
         monitor = self.monitor_for(session)
         return None if monitor is None else await monitor.refusal_holders(sql_text, "", session.ident)
 
-    async def _ask_holders(self, session: Session, sql_text: str, result: StatementResult) -> None:
-        """A refusal names no holder: ask the server's lock views at once who holds locks on that table."""
+    async def _name_holders(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
+        """A refusal names no holder: who holds locks on the table it wanted, as the
+        server's lock views tell -- asked while it ran (``holders_task``) or now."""
         monitor = self.monitor_for(session)
-        if monitor is None:
-            return
+        idents = None  # the views could not say: held_by stays None
         try:
-            idents = await _within(monitor.refusal_holders(sql_text, result.message, session.ident), 2)
+            if stmt.holders_task is not None:
+                idents = await _within(asyncio.shield(stmt.holders_task), 2)
+            elif monitor is not None:
+                idents = await _within(monitor.refusal_holders(stmt.sql, result.message, session.ident), 2)
         except Exception:
-            return  # the views could not say: held_by stays None
+            pass
         if idents is not None:
             result.held_by = tuple(sorted(self.name_of(i, session.node) for i in idents))
+        # said whatever was found: a listener waiting to name the holder goes on
+        self.emit(StatementExplained(session.name, perf_counter_ns(), stmt.stmt_id, result, node=session.node))
 
     async def _refresh_state(self, session: Session, budgets: bool) -> None:
         try:
