@@ -51,7 +51,6 @@ _PG_FINISH_PREPARED = re.compile(r"\b(?:COMMIT|ROLLBACK)\s+PREPARED\s+('(?:[^']|
 _XA_PREPARE = re.compile(r"\bXA\s+PREPARE\s+([^;]+?)\s*(?:;|$)", re.IGNORECASE)
 _XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE)?\s*(?:;|$)", re.IGNORECASE)
 
-_LOCK_STATEMENT = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
 
 _TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connections|connection limit", re.IGNORECASE)
@@ -331,12 +330,6 @@ class Race:
                 result = StatementResult("error", message="not sent: the SQL contains a NUL byte (\\0), "
                                                           "where the server would see the statement end")
             else:
-                if stmt.budget is not None and stmt.budget.ms == 0 and self.monitor_for(session) is not None \
-                        and not _LOCK_STATEMENT.match(stmt.sql):
-                    # refused at once, if at all: ask who holds the rows while it runs (they
-                    # hold the lock already), so that the holder is named soon after the answer
-                    stmt.holders_task = asyncio.ensure_future(self._holders_now(session, stmt.sql))
-                    stmt.holders_task.add_done_callback(_consume)
                 result = await session.conn.execute(stmt.sql, stmt.sent)
         except asyncio.CancelledError:
             result = StatementResult("cancelled", message="cancelled while closing")
@@ -385,6 +378,7 @@ class Race:
             session.wrote_in_txn = True  # its uncommitted changes: no skipped rows for its own reads
         stmt.answered.set()  # the caller has its answer; what follows is asked after it
         if result.outcome == "refused":
+            await asyncio.sleep(0)  # let the caller go on first: setting up the question is not its wait
             await self._name_holders(session, stmt, result)
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
@@ -541,19 +535,13 @@ class Race:
             return name  # a cluster's own process (replay, a node's applier)
         return f"another client ({name})"
 
-    async def _holders_now(self, session: Session, sql_text: str) -> tuple[int, ...] | None:
-        monitor = self.monitor_for(session)
-        return None if monitor is None else await monitor.refusal_holders(sql_text, "", session.ident)
-
     async def _name_holders(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
         """A refusal names no holder: who holds locks on the table it wanted, as the
-        server's lock views tell -- asked while it ran (``holders_task``) or now."""
+        server's lock views tell right after the answer."""
         monitor = self.monitor_for(session)
         idents = None  # the views could not say: held_by stays None
         try:
-            if stmt.holders_task is not None:
-                idents = await _within(asyncio.shield(stmt.holders_task), 2)
-            elif monitor is not None:
+            if monitor is not None:
                 idents = await _within(monitor.refusal_holders(stmt.sql, result.message, session.ident), 2)
         except Exception:
             pass

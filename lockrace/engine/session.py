@@ -32,7 +32,6 @@ class RunningStatement:
     locks_seen: tuple[LockInfo, ...] = ()
     ever_blocked: bool = False
     sent: object | None = None  # what the connection's send() returned: the statement is on its way
-    holders_task: asyncio.Future | None = None  # a NOWAIT's lock holders, asked while it runs
     polled: bool = False  # the monitor has looked at the server's lock views for it
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # the server's answer is in: ``result``
     done: asyncio.Event = field(default_factory=asyncio.Event)  # and what was asked after it: the session is free
