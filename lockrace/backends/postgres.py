@@ -152,25 +152,29 @@ class PostgresSession(SessionConnection):
             return None
         data = sql.encode("utf-8")
         try:
-            pgconn = self.conn.pgconn
-            self.notices = []
-            self._copied = False
             t0 = perf_counter_ns()
-            pgconn.send_query(data)
-            if _CHUNKED:
-                pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
-            else:
-                pgconn.set_single_row_mode()
+            self._start(data)
         except BaseException:
             self.conn.lock.release()
             return None
         # the connection's lock goes with the answer to the worker thread, which releases it
         return self._thread().submit(self._execute, sql, data, t0)
 
+    def _start(self, data: bytes) -> None:
+        """Put the query on its way (the connection's lock held)."""
+        pgconn = self.conn.pgconn
+        self.notices = []
+        self._copied = False
+        pgconn.send_query(data)
+        if _CHUNKED:
+            pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
+        else:
+            pgconn.set_single_row_mode()
+
     async def execute(self, sql: str, sent: asyncio.Future | None = None) -> StatementResult:
         if sent is None:
             sent = self.send(sql)
-        if sent is None:
+        if sent is None:  # busy or closed: all of it on the thread, which says why
             sent = self._thread().submit(self._execute, sql, sql.encode("utf-8"), None)
         # the answer is read to its end even if the caller stops waiting for it: the
         # connection is never left with an unread answer
@@ -181,17 +185,17 @@ class PostgresSession(SessionConnection):
             self._worker = SessionThread(f"lockrace-{self.name}")
         return self._worker
 
-    def _execute(self, sql: str, data: bytes, sent: int | None = None) -> StatementResult:
+    def _execute(self, sql: str, data: bytes, t0: int | None) -> StatementResult:
+        """On the session's thread: read the answer to ``data``, sent at ``t0`` (None:
+        send it first, here), and time it."""
         sets: list[StatementResult] = []
-        if sent is None:
-            self.notices = []
-            self.conn.lock.acquire()
-            t0 = perf_counter_ns()
-        else:
-            t0 = sent
         try:
             try:
-                self._stream(data, sets, sent=sent is not None)
+                if t0 is None:
+                    self.conn.lock.acquire()
+                    t0 = perf_counter_ns()
+                    self._start(data)
+                self._stream(sets)
             finally:
                 self.conn.lock.release()
             t1 = perf_counter_ns()
@@ -214,19 +218,13 @@ class PostgresSession(SessionConnection):
         last.result_sets = sets
         return last
 
-    def _stream(self, sql: bytes, sets: list[StatementResult], sent: bool = False) -> None:
-        """Send ``sql`` (one or several statements, simple query protocol) and read its
-        results as the server streams them, in chunks: each result set keeps its first
-        ROW_LIMIT rows and only counts the rest, so memory stays bounded whatever the
-        size of the result.  A cancel from the monitor ends the stream with 57014."""
+    def _stream(self, sets: list[StatementResult]) -> None:
+        """Read the results of the query on its way (one or several statements, simple
+        query protocol) as the server streams them, in chunks: each result set keeps
+        its first ROW_LIMIT rows and only counts the rest, so memory stays bounded
+        whatever the size of the result.  A cancel from the monitor ends the stream
+        with 57014."""
         conn, pgconn = self.conn, self.conn.pgconn
-        if not sent:  # else already sent by ``send``
-            self._copied = False
-            pgconn.send_query(sql)
-            if _CHUNKED:
-                pgconn.set_chunked_rows_mode(_CHUNK_ROWS)
-            else:
-                pgconn.set_single_row_mode()
         conn.wait(generators.send(pgconn))  # whatever of the query is still unsent (a long one)
         error: psycopg.Error | None = None
         columns: list[str] | None = None
