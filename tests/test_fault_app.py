@@ -22,6 +22,7 @@ import pytest
 from app_helpers import badge, enter, finished, until
 from faults.terminal import Terminal
 from faults.cli import blocking_scenario, lockrace_env, processes_mentioning, server_tmp  # noqa: F401 (fixture)
+from faults.dsn import pg_dsn  # noqa: F401 (fixture)
 from faults.server_view import mysql_connect, pg_connect, wait_until_gone
 
 from lockrace.app.app import LockraceApp
@@ -240,3 +241,30 @@ def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tm
     term.assert_ended_cleanly(code, took, 5)
     assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
     assert processes_mentioning(str(server_tmp)) == []
+
+
+# ------------------------------------------------------------------ 5. quit behind a foreign lock
+
+
+async def test_quit_behind_a_foreign_lock_says_the_sandbox_stays(pg_dsn):
+    """Ctrl+Q while another client holds a lock in lockrace's sandbox on a DSN server: the
+    app ends within the documented bound and says, once the screen is gone, that the
+    sandbox was left for a later run (it used to end without a word)."""
+    app = LockraceApp(engine="postgres", pg=pg_dsn.dsn())
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        sandbox = app.pool.targets["postgres"].sandbox
+        foreign = pg_dsn.connect()
+        try:
+            foreign.execute("BEGIN")
+            foreign.execute(f'LOCK TABLE "{sandbox}".accounts IN ACCESS EXCLUSIVE MODE')
+            t0 = time.monotonic()
+            await quit_app(app, pilot, timeout=30)
+            took = time.monotonic() - t0
+        finally:
+            foreign.execute("ROLLBACK")
+            foreign.close()
+    assert took < 12, took
+    assert any(sandbox in text and "left in place" in text for text in app.farewell), app.farewell
+    with pg_dsn.connect() as admin:  # the next start removes it; here the test does
+        admin.execute(f'DROP SCHEMA IF EXISTS "{sandbox}" CASCADE')

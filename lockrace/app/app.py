@@ -138,7 +138,9 @@ class LockraceApp(App[int]):
         super().__init__()
         self.engine = engine if scenario is None or scenario.runs_on(engine) else scenario.engines[0]
         self.initial_scenario = scenario
-        self.pool = ServerPool({**(dsns or {}), "postgres": pg, "mysql": mysql}, targets, pending)
+        self.farewell: list[str] = []  # what closing had to leave behind, said after the screen is gone
+        self.pool = ServerPool({**(dsns or {}), "postgres": pg, "mysql": mysql}, targets, pending,
+                               say=self.farewell.append)
         self.save_dir = save_dir or Path.cwd()
         self.autoplay_delay = autoplay_delay
         self.step_timeout = step_timeout

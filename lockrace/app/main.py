@@ -40,6 +40,8 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
                           dsns=dsns)
         app.run()
         code = app.return_code
+        for text in app.farewell:
+            print(f"lockrace: {text}", file=sys.stderr)
     finally:
         if app is not None:
             app.pool.stop_owned()  # whatever way the app ended, no server is left running
