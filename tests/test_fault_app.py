@@ -243,6 +243,25 @@ def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tm
     assert processes_mentioning(str(server_tmp)) == []
 
 
+def test_alt_letter_in_a_real_terminal_switches_panels(tmp_path, server_tmp):
+    """A terminal sends Alt+C as ESC c (Textual: key "alt+c" with the character "c"):
+    the focused panel's input must not type the "c", and the app's Alt+C must move
+    to session C (it typed "cSELECT ..." into A before)."""
+    term = Terminal([], lockrace_env(server_tmp, TERM="xterm-256color"))
+    try:
+        assert term.read_until(b"type SQL, Enter runs it in A", 30), term.screen[-2000:]
+        term.settle(0.5)
+        os.write(term.master, b"\x1bc")  # Alt+C, as the terminal sends it
+        term.settle(0.3)
+        os.write(term.master, b"SELECT 'alt'\r")
+        assert term.read_until(b"C> SELECT 'alt'", 10), term.screen[-3000:]
+        assert b"cSELECT 'alt'" not in term.screen
+        code, took = term.signal_and_wait(signal.SIGTERM, 20)
+    finally:
+        term.close()
+    term.assert_ended_cleanly(code, took, 5)
+
+
 # ------------------------------------------------------------------ 5. quit behind a foreign lock
 
 

@@ -19,8 +19,8 @@ KEYS = [
     ("Ctrl+N", "multi-line SQL editor for the focused session (Ctrl+R runs it, Esc cancels)"),
     ("Up / Down", "previous / next statement typed in that session"),
     ("Tab / Shift+Tab", "next / previous session panel (or click a panel)"),
-    ("Alt+A … Alt+D", "jump to session A … D where the terminal reports Alt keys (kitty keyboard protocol);\n"
-                      "plain xterm-style terminals send Alt+B as word-left: use Tab or a click there"),
+    ("Alt+A … Alt+D", "jump to session A … D; terminals sending Alt as Esc make Alt+B word-left:\n"
+                      "use Tab or a click to reach B there"),
     ("F2", "cancel the focused session's running statement (the server cancels it)"),
     ("F3", "roll back the focused session's transaction"),
     ("F4", "reset the sandbox: fresh sessions, fresh tables (re-runs the scenario setup)"),

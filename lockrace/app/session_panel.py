@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -61,6 +62,12 @@ class SqlInput(Input):
         self.cursor_blink = False  # a blinking cursor repaints twice a second, forever
         self.history: list[str] = []
         self._pos = 0
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key.startswith("alt+"):
+            # A terminal sends Alt+C as ESC c, which arrives as the key "alt+c" carrying the
+            # character "c": a shortcut (Alt+A..D switch panels), never text for the SQL
+            event.prevent_default()  # Input's own handler (Textual calls every class's) would type it
 
     def remember(self, sql: str) -> None:
         if not self.history or self.history[-1] != sql:
