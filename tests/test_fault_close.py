@@ -107,3 +107,27 @@ async def test_monitor_stays_usable_when_a_poll_is_cancelled_mid_query(mysql_bac
     await asyncio.wait_for(b.done.wait(), 5)
     assert (b.result.outcome, b.result.code) == ("cancelled", "1317")
     assert (await race.monitor.waits([race.sessions["A"].ident])) == {}
+
+
+async def test_close_cancelled_twice_still_closes_every_connection(engine, backend, make_race, pg_server,
+                                                                   mysql_server):
+    """A screen torn down cancels its worker, and cancels it again while the race
+    closes (the app's race lab, left with Esc): the close still ends, and leaves
+    no connection of lockrace's on the server."""
+    target = pg_server if engine == "postgres" else mysql_server
+    race = await make_race(backend, ("A", "B"))
+    await race.run("A", "BEGIN")
+    await race.run("B", "BEGIN")
+    await race.run("A", "SELECT 1")
+    idents = [s.ident for s in race.sessions.values()]
+    closing = asyncio.ensure_future(race.close())
+    for _ in range(2):
+        await asyncio.sleep(0.002)  # into the rollbacks the close sends
+        closing.cancel()
+    try:
+        await closing
+    except asyncio.CancelledError:
+        pass
+    assert closing.cancelled()  # the cancel is not lost: it is raised once the close is done
+    assert all(s.conn.closed for s in race.sessions.values())
+    assert await asyncio.to_thread(wait_until_gone, target, idents) == []

@@ -186,7 +186,21 @@ class Race:
     async def close(self, grace: float = 2.0) -> None:
         """Cancel what runs, roll back what is open (prepared transactions too),
         close every connection.  Every step is bounded by ``grace`` seconds, so
-        a server that does not answer (frozen, unreachable) cannot hold it."""
+        a server that does not answer (frozen, unreachable) cannot hold it.  A
+        caller cancelled while it closes (a screen torn down twice) still has
+        it finish: no connection is left open; the cancel is raised after."""
+        closing = asyncio.ensure_future(self._close(grace))
+        cancelled = False
+        while not closing.done():
+            try:
+                await asyncio.shield(closing)
+            except asyncio.CancelledError:
+                cancelled = True
+        closing.result()
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _close(self, grace: float) -> None:
         self._stop_lost_probe()
         if self._watcher is not None:
             self._watcher.cancel()
