@@ -1,6 +1,8 @@
 """The way from a submitted statement to its answer (what a caller of Race.run waits):
-sent at once, read on the session's own thread, the answer back before the
-refusal's holder is asked (real PostgreSQL; the thread on its own, no server)."""
+sent at once, a short answer read on the event loop and timed by its arrival (a
+busy loop does not stretch it), a long one on the session's own thread, the
+answer back before the refusal's holder is asked (real PostgreSQL; the thread on
+its own, no server)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import psycopg
 import pytest
 
 from lockrace.backends.worker import SessionThread
-from lockrace.core.events import StatementExplained, StatementFinished
+from lockrace.core.events import SessionState, StatementExplained, StatementFinished, StatementStarted
 
 
 async def test_statement_is_on_the_wire_when_submit_returns(pg_server, pg_backend, make_race):
@@ -26,7 +28,7 @@ async def test_statement_is_on_the_wire_when_submit_returns(pg_server, pg_backen
     assert row is not None and row[0] == "active" and "lockrace_probe" in row[1], row
     await stmt.done.wait()
     assert stmt.result.outcome == "ok"
-    assert 300 <= stmt.result.elapsed_ns / 1e6 < 2000  # timed from the send, on the session's thread
+    assert 300 <= stmt.result.elapsed_ns / 1e6 < 2000  # timed from the send to the answer
 
 
 async def test_refusal_answer_comes_before_its_holder_is_named(pg_backend, make_race):
@@ -78,3 +80,89 @@ async def test_session_thread_finishes_a_call_its_caller_gave_up():
         assert await worker.submit(lambda: finished.is_set()) is True
     finally:
         worker.stop()
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.parametrize("busy", [time.sleep, _spin], ids=["sleeping", "running-python"])
+async def test_a_busy_loop_does_not_stretch_a_statements_time(pg_backend, make_race, busy):
+    """The loop is held for 150 ms right after the send (an app redrawing its screen):
+    the refusal arrives meanwhile, and its time is when it arrived, not when the loop
+    got round to reading it."""
+    race = await make_race(pg_backend, ("A", "B"))
+    await pg_backend.run_admin(["CREATE TABLE busy_rows (id int PRIMARY KEY)", "INSERT INTO busy_rows VALUES (1)"])
+    await race.run("A", "BEGIN")
+    await race.run("A", "SELECT id FROM busy_rows WHERE id = 1 FOR UPDATE")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        stmt = race.submit("B", "SELECT id FROM busy_rows WHERE id = 1 FOR UPDATE NOWAIT")
+        busy(0.15)
+        await stmt.answered.wait()
+        waited_ms = (time.perf_counter() - t0) * 1000
+        await race.settled("B")
+        assert stmt.result.outcome == "refused"
+        assert waited_ms >= 150
+        assert stmt.result.elapsed_ns / 1e6 < 50, (stmt.result.elapsed_ns / 1e6, waited_ms)
+    await race.run("A", "ROLLBACK")
+
+
+async def test_every_answer_path_tells_the_listeners_once(pg_backend, make_race):
+    """Answers read on the loop (a refusal, a short SELECT), handed to the thread (a
+    long result), with the state read back (SET, COMMIT, an error in a transaction):
+    each statement is started, finished and followed by the session's state once."""
+    race = await make_race(pg_backend, ("A", "B"))
+    await pg_backend.run_admin(["CREATE TABLE told_rows (id int PRIMARY KEY)", "INSERT INTO told_rows VALUES (1)"])
+    events: list = []
+    race.subscribe(lambda e: events.append(e) if e.session == "B" else None)
+    await race.run("A", "BEGIN")
+    await race.run("A", "SELECT id FROM told_rows WHERE id = 1 FOR UPDATE")
+    steps = [
+        ("SELECT id FROM told_rows WHERE id = 1 FOR UPDATE NOWAIT", "refused"),
+        ("SELECT 1 AS one", "ok"),
+        ("SELECT g FROM generate_series(1, 50000) AS g", "ok"),
+        ("SET lock_timeout = '50ms'", "ok"),
+        ("SELECT id FROM told_rows WHERE id = 1 FOR UPDATE", "timed_out"),
+        ("BEGIN", "ok"),
+        ("SELECT 1/0", "error"),
+        ("SELECT 1", "error"),
+        ("ROLLBACK", "ok"),
+    ]
+    for sql, outcome in steps:
+        res = await race.run("B", sql)
+        assert res.outcome == outcome, (sql, res.outcome, res.message)
+        await race.settled("B")
+    assert race.sessions["B"].txn == "idle"
+    big = next(e.result for e in events if isinstance(e, StatementFinished) and "generate_series" in e.sql)
+    assert (big.total_rows, len(big.rows)) == (50000, 200)
+    kinds = [type(e).__name__ for e in events if isinstance(e, (StatementStarted, StatementFinished, SessionState))]
+    assert kinds == ["StatementStarted", "StatementFinished", "SessionState"] * len(steps), kinds
+    states = [e.txn for e in events if isinstance(e, SessionState)]
+    assert states == ["idle"] * 5 + ["in transaction", "failed transaction", "failed transaction", "idle"]
+    await race.run("A", "ROLLBACK")
+
+
+async def test_a_loop_off_the_main_thread_has_the_session_thread_read(pg_backend):
+    """Where the loop cannot note an answer's arrival (not the main thread: no signal
+    handlers there), the session's thread reads and times every answer."""
+    answers: list = []
+
+    async def elsewhere():
+        session = await pg_backend.connect_session("offmain")
+        try:
+            answers.append(await session.execute("SELECT 41 + 1"))
+            answers.append(await session.execute("SELECT pg_sleep(0.05)"))
+            answers.append(await session.execute("SELECT 1/0"))
+        finally:
+            await session.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(elsewhere(),))
+    thread.start()
+    await asyncio.to_thread(thread.join, 30)
+    assert [a.outcome for a in answers] == ["ok", "ok", "error"]
+    assert answers[0].rows == [("42",)]
+    assert answers[1].elapsed_ns / 1e6 >= 50
+    assert answers[2].code == "22012"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..core.events import Budget, LockInfo, StatementResult
 
@@ -50,10 +51,12 @@ class SessionConnection(ABC):
     ident: int = 0  # backend pid / connection id
     closed: bool = False
 
-    def send(self, sql: str) -> object | None:
+    def send(self, sql: str, on_answer: Callable[[StatementResult], None] | None = None) -> object | None:
         """Send ``sql`` at once, from the caller's thread, without waiting for the
         server (a driver that can queue a query without blocking); ``execute`` then
-        reads its answer.  None: not sent here, ``execute`` sends it."""
+        reads its answer.  None: not sent here, ``execute`` sends it.  ``on_answer``:
+        called on the loop with the answer the moment it is in, before ``execute``'s
+        caller wakes up (a driver that reads answers on the loop)."""
         return None
 
     @abstractmethod
@@ -65,6 +68,11 @@ class SessionConnection(ABC):
     @abstractmethod
     async def txn_state(self) -> str:
         """idle, in transaction, failed transaction or closed."""
+
+    def txn_state_now(self) -> str | None:
+        """``txn_state`` when the driver knows it without asking the server (the
+        status of the last answer); None: ask with ``txn_state``."""
+        return None
 
     @abstractmethod
     async def budgets(self) -> tuple[Budget, ...]:

@@ -1,5 +1,7 @@
-"""PostgreSQL through psycopg 3: sessions on worker threads (timed there), the
-monitor and setup connections as AsyncConnections on the caller's loop.
+"""PostgreSQL through psycopg 3: sessions on psycopg's blocking connections
+(short answers read on the loop, long ones on the session's worker thread,
+each timed send to arrival), the monitor and setup connections as
+AsyncConnections on the caller's loop.
 
 Values are read as the server's own text (``pgresult.get_value``), so a
 transcript shows exactly what psql or isolationtester would show.
@@ -8,6 +10,7 @@ transcript shows exactly what psql or isolationtester would show.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from time import perf_counter_ns
 
@@ -20,6 +23,7 @@ from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, Loc
 from ..core.outcome import classify_postgres
 from ..servers.target import Target, redact
 from . import sandbox as sandbox_mod
+from . import arrival
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
 from .queries import query
 from .worker import SessionThread
@@ -112,11 +116,11 @@ def _drain_copy(pgconn):
 
 
 class PostgresSession(SessionConnection):
-    """One session's connection: a plain (blocking) psycopg connection whose
-    answers are read on the session's own worker thread and timed there (see
-    ``send``): a statement's elapsed time is the server's answer time, never
-    stretched by the event loop being busy (the app's screen redraws can hold
-    the loop for tens of ms)."""
+    """One session's connection: a plain psycopg connection (non-blocking libpq)
+    whose short answers are read on the event loop and long ones on the
+    session's own worker thread (see ``send``): a statement's elapsed time is
+    the server's answer time, never stretched by the event loop being busy (the
+    app's screen redraws can hold the loop for tens of ms)."""
 
     def __init__(self, conn: psycopg.Connection, name: str):
         self.conn = conn
@@ -126,6 +130,11 @@ class PostgresSession(SessionConnection):
         self._copied = False  # the last statement line ran a COPY FROM STDIN / TO STDOUT (see _stream)
         self.standby: bool | None = None  # connected to a hot standby (read with the budgets)
         self._worker: SessionThread | None = None
+        self._reading: _LoopRead | None = None  # an answer being read on the loop
+        self._watch_loop: asyncio.AbstractEventLoop | None = None  # the loop that has a reader on the socket
+        self._watch_fd = -1
+        self._arrival_fd = -1  # the socket whose arrivals are noted (see arrival.py)
+        self._arrival_sig = 0
         conn.add_notice_handler(self._on_notice)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
@@ -139,26 +148,66 @@ class PostgresSession(SessionConnection):
     def closed(self) -> bool:
         return self.conn.closed or self.conn.broken
 
-    def send(self, sql: str) -> asyncio.Future | None:
-        """Send ``sql`` now, from the caller's thread, and hand the reading of its
-        answer to the session's worker thread at once.  libpq in non-blocking mode only
-        queues and writes the query: nothing here waits for the server, and the hand-over
-        to the thread overlaps the server's work instead of preceding it.  The answer is
-        read and timed on the worker thread, so its time is never stretched by the event
-        loop being busy (the app's screen redraws can hold the loop for tens of ms).
-        None when the connection is busy or closed (``execute`` then does both on the
-        worker thread and reports why)."""
+    def send(self, sql: str, on_answer=None) -> asyncio.Future | None:
+        """Send ``sql`` now, from the loop, and start reading its answer.  libpq in
+        non-blocking mode only queues and writes the query: nothing here waits for
+        the server.  A short answer is read on the event loop as soon as the socket
+        turns readable, like a bare driver call (see ``_LoopRead``); a long one is
+        handed to the session's thread.  Either way the statement is timed from
+        here to its answer, never stretched by a busy loop (the app's screen
+        redraws can hold it for tens of ms).  None when the connection is busy or
+        closed (``execute`` then does it all on the thread, which says why)."""
         if self.closed or not self.conn.lock.acquire(blocking=False):
             return None
         data = sql.encode("utf-8")
         try:
+            loop = self._watching()  # before the send: an answer that comes at once is noted too
             t0 = perf_counter_ns()
             self._start(data)
+            unsent = self.conn.pgconn.flush()
         except BaseException:
             self.conn.lock.release()
             return None
-        # the connection's lock goes with the answer to the worker thread, which releases it
-        return self._thread().submit(self._execute, sql, data, t0)
+        # the connection's lock goes with the answer: whoever reads it to its end releases it
+        if loop is None or unsent:
+            # a query longer than the socket takes at once (the thread sends the rest), or
+            # a loop that cannot note the answer's arrival (see arrival.py): the thread reads
+            return self._thread().submit(self._execute, sql, data, t0)
+        self._reading = reading = _LoopRead(self, sql, t0, loop, on_answer)
+        return reading.future
+
+    def _watching(self) -> asyncio.AbstractEventLoop | None:
+        """The running loop, once it watches this session's socket (a reader, and
+        arrivals noted: see arrival.py); None where it cannot."""
+        loop = asyncio.get_running_loop()
+        if self._watch_loop is not None and self._watch_loop is not loop:
+            return None
+        fd = self.conn.pgconn.socket
+        if self._arrival_fd != fd:
+            signum = arrival.watch(fd)
+            if signum is None:
+                return None
+            self._arrival_fd, self._arrival_sig = fd, signum
+        arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
+        if self._watch_loop is None:
+            loop.add_reader(fd, self._readable)
+            self._watch_loop, self._watch_fd = loop, fd
+        return loop
+
+    def _readable(self) -> None:
+        if self._reading is not None:
+            self._reading.readable()
+        else:  # the thread reads now (a long answer, the budgets): the loop stops looking
+            self._unwatch()
+
+    def _unwatch(self, arrivals: bool = False) -> None:
+        if self._watch_loop is not None:
+            with contextlib.suppress(Exception):
+                self._watch_loop.remove_reader(self._watch_fd)
+            self._watch_loop = None
+        if arrivals and self._arrival_fd >= 0:
+            arrival.unwatch(self._arrival_fd, self._arrival_sig)
+            self._arrival_fd = -1
 
     def _start(self, data: bytes) -> None:
         """Put the query on its way (the connection's lock held)."""
@@ -185,25 +234,32 @@ class PostgresSession(SessionConnection):
             self._worker = SessionThread(f"lockrace-{self.name}")
         return self._worker
 
-    def _execute(self, sql: str, data: bytes, t0: int | None) -> StatementResult:
+    def _execute(self, sql: str, data: bytes, t0: int | None, taken: tuple = ()) -> StatementResult:
         """On the session's thread: read the answer to ``data``, sent at ``t0`` (None:
-        send it first, here), and time it."""
-        sets: list[StatementResult] = []
+        send it first, here), and time it.  ``taken``: the answer's first results, read
+        on the loop before it handed the rest over."""
+        results = _Results()
         try:
             try:
                 if t0 is None:
                     self.conn.lock.acquire()
                     t0 = perf_counter_ns()
                     self._start(data)
-                self._stream(sets)
+                self._stream(results, taken)
             finally:
                 self.conn.lock.release()
             t1 = perf_counter_ns()
         except psycopg.Error as exc:
             t1 = perf_counter_ns()
             if not self._copied:
-                return self._error_result(exc, sql, t0, sets)
+                return self._error_result(exc, sql, t0, results.sets, t1)
             # a failed COPY FROM STDIN answers 57014 "COPY from stdin failed": ours, said below
+        return self._answer(results, sql, t0, t1)
+
+    def _answer(self, results: "_Results", sql: str, t0: int, t1: int) -> StatementResult:
+        sets = results.sets
+        if results.error is not None and not self._copied:
+            return self._server_error(results.error, sql, t0, sets, t1)
         if self._copied:
             # COPY ... FROM STDIN / TO STDOUT: the server waited for (or sent) a data
             # stream a statement line cannot carry; lockrace ended it (see _stream)
@@ -218,7 +274,7 @@ class PostgresSession(SessionConnection):
         last.result_sets = sets
         return last
 
-    def _stream(self, sets: list[StatementResult]) -> None:
+    def _stream(self, results: "_Results", taken: tuple = ()) -> None:
         """Read the results of the query on its way (one or several statements, simple
         query protocol) as the server streams them, in chunks: each result set keeps
         its first ROW_LIMIT rows and only counts the rest, so memory stays bounded
@@ -226,52 +282,45 @@ class PostgresSession(SessionConnection):
         with 57014."""
         conn, pgconn = self.conn, self.conn.pgconn
         conn.wait(generators.send(pgconn))  # whatever of the query is still unsent (a long one)
-        error: psycopg.Error | None = None
-        columns: list[str] | None = None
-        rows: list[tuple] = []
-        count = 0
-        tag = b""
+        for res in taken:
+            self._take(results, res)
         try:
             while (res := conn.wait(generators.fetch(pgconn))) is not None:
-                status = res.status
-                if status in (_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK):
-                    if columns is None:
-                        columns = [res.fname(c).decode() for c in range(res.nfields)]
-                    n = res.ntuples
-                    if n and len(rows) < ROW_LIMIT:
-                        rows.extend(_res_rows(res, min(n, ROW_LIMIT - len(rows))))
-                    count += n
-                    tag = res.command_status or tag  # on the last chunk or on the closing result
-                    if status == _TUPLES_OK:  # the end of one result set
-                        sets.append(StatementResult(
-                            "ok", columns=columns, rows=rows, has_rows=True, row_count=count, rowcount=count,
-                            tag=tag.decode("utf-8", "replace"),
-                        ))
-                        columns, rows, count, tag = None, [], 0, b""
-                elif status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
-                    tuples = res.command_tuples
-                    sets.append(StatementResult(
-                        "ok", tag=(res.command_status or b"").decode("utf-8", "replace"),
-                        rowcount=tuples if tuples is not None else -1,
-                    ))
-                elif status == pq.ExecStatus.COPY_IN:  # fail it: the server rolls the COPY back
-                    self._copied = True
-                    pgconn.put_copy_end(COPY_REFUSED.encode())
-                    conn.wait(generators.send(pgconn))
-                elif status == pq.ExecStatus.COPY_OUT:  # read and drop what it sends
-                    self._copied = True
-                    conn.wait(_drain_copy(pgconn))
-                elif error is None:  # an error: the server runs nothing after it; read to the end
-                    error = psycopg.errors.error_from_result(res, encoding="utf-8")
+                self._take(results, res)
         except psycopg.Error:
-            if error is None:
+            if results.error is None:
                 raise
             # the server said why before it closed the connection (FATAL 25P03, 57P01): that is the answer
-        if error is not None:
-            raise error
 
-    def _error_result(self, exc: psycopg.Error, sql: str, t0: int, sets: list) -> StatementResult:
-        t1 = perf_counter_ns()
+    def _take(self, results: "_Results", res) -> None:
+        status = res.status
+        if status == pq.ExecStatus.COPY_IN:  # fail it: the server rolls the COPY back
+            self._copied = True
+            self.conn.pgconn.put_copy_end(COPY_REFUSED.encode())
+            self.conn.wait(generators.send(self.conn.pgconn))
+        elif status == pq.ExecStatus.COPY_OUT:  # read and drop what it sends
+            self._copied = True
+            self.conn.wait(_drain_copy(self.conn.pgconn))
+        else:
+            results.take(res)
+
+    def _server_error(self, res, sql: str, t0: int, sets: list, t1: int) -> StatementResult:
+        """The server's error result, read straight from libpq's result (no exception
+        object: this is on the way to the caller)."""
+        field = res.error_field
+        sqlstate = _text(field(_SQLSTATE))
+        message = _text(field(_MESSAGE_PRIMARY))
+        if not message:
+            text = _text(res.error_message).strip()
+            message = text.splitlines()[0] if text else "error"
+        return StatementResult(
+            classify_postgres(sqlstate or None, message, sql, connection_closed=not sqlstate and self.closed),
+            code=sqlstate, message=message, detail=_text(field(_MESSAGE_DETAIL)),
+            severity=_text(field(_SEVERITY_NONLOCALIZED)) or _text(field(_SEVERITY)) or "ERROR",
+            elapsed_ns=t1 - t0, started_ns=t0, notices=list(self.notices), result_sets=sets,
+        )
+
+    def _error_result(self, exc: psycopg.Error, sql: str, t0: int, sets: list, t1: int) -> StatementResult:
         diag = exc.diag
         sqlstate = getattr(exc, "sqlstate", None) or diag.sqlstate
         text = str(exc).strip()
@@ -285,9 +334,12 @@ class PostgresSession(SessionConnection):
         )
 
     async def txn_state(self) -> str:
+        return self.txn_state_now()
+
+    def txn_state_now(self) -> str:
         if self.closed:
             return "closed"
-        status = self.conn.info.transaction_status
+        status = self.conn.pgconn.transaction_status
         if status == pq.TransactionStatus.INERROR:
             return "failed transaction"
         if status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.ACTIVE):
@@ -321,6 +373,10 @@ class PostgresSession(SessionConnection):
         return await self._thread().submit(self._budgets)
 
     async def close(self) -> None:
+        if self._reading is not None:
+            self._reading.abandon()
+        self._unwatch(arrivals=True)
+
         def close():
             try:
                 self.conn.close()
@@ -330,6 +386,174 @@ class PostgresSession(SessionConnection):
         await anyio.to_thread.run_sync(close)
         if self._worker is not None:
             self._worker.stop()
+
+
+class _Results:
+    """The result sets of one answer, taken one libpq result at a time."""
+
+    __slots__ = ("sets", "error", "_columns", "_rows", "_count", "_tag")
+
+    def __init__(self):
+        self.sets: list[StatementResult] = []
+        self.error = None  # the first error's PGresult: the server runs nothing after it
+        self._columns: list[str] | None = None
+        self._rows: list[tuple] = []
+        self._count = 0
+        self._tag = b""
+
+    def take(self, res) -> None:
+        status = res.status
+        if status in (_SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK):
+            if self._columns is None:
+                self._columns = [res.fname(c).decode() for c in range(res.nfields)]
+            n = res.ntuples
+            if n and len(self._rows) < ROW_LIMIT:
+                self._rows.extend(_res_rows(res, min(n, ROW_LIMIT - len(self._rows))))
+            self._count += n
+            self._tag = res.command_status or self._tag  # on the last chunk or on the closing result
+            if status == _TUPLES_OK:  # the end of one result set
+                self.sets.append(StatementResult(
+                    "ok", columns=self._columns, rows=self._rows, has_rows=True, row_count=self._count,
+                    rowcount=self._count, tag=self._tag.decode("utf-8", "replace"),
+                ))
+                self._columns, self._rows, self._count, self._tag = None, [], 0, b""
+        elif status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
+            tuples = res.command_tuples
+            self.sets.append(StatementResult(
+                "ok", tag=(res.command_status or b"").decode("utf-8", "replace"),
+                rowcount=tuples if tuples is not None else -1,
+            ))
+        elif self.error is None:
+            self.error = res
+
+
+_DF = pq.DiagnosticField
+_SQLSTATE, _MESSAGE_PRIMARY, _MESSAGE_DETAIL = _DF.SQLSTATE, _DF.MESSAGE_PRIMARY, _DF.MESSAGE_DETAIL
+_SEVERITY, _SEVERITY_NONLOCALIZED = _DF.SEVERITY, _DF.SEVERITY_NONLOCALIZED
+
+
+def _text(value: bytes | None) -> str:
+    return value.decode("utf-8", "replace") if value else ""
+
+
+_LOOP_RESULTS = 64  # an answer of more results than this is read on the session's thread
+_COPY = (pq.ExecStatus.COPY_IN, pq.ExecStatus.COPY_OUT)
+_FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
+
+
+class _LoopRead:
+    """One answer read on the event loop, which the socket wakes as it would a
+    bare driver call: a short answer (an error, a command's tag, a few rows) is
+    in the caller's hands with no thread hop.  Nothing here blocks: libpq only
+    parses what has arrived.
+
+    The statement's time ends when the answer arrived (see
+    arrival.py), not when the loop got round to it: a busy loop does not
+    stretch it.  An answer that is still incomplete once it has results (rows
+    streaming in, statements still running, a COPY) is handed to the session's
+    thread, which reads and times the rest."""
+
+    __slots__ = ("loop", "future", "session", "sql", "t0", "taken", "decided_ns", "on_answer", "looked_ns", "answer")
+
+    def __init__(self, session: PostgresSession, sql: str, t0: int, loop: asyncio.AbstractEventLoop, on_answer=None):
+        self.loop, self.on_answer = loop, on_answer
+        self.future: asyncio.Future = loop.create_future()
+        self.session, self.sql, self.t0 = session, sql, t0
+        self.taken: list = []
+        self.decided_ns: int | None = None  # an error read, its ReadyForQuery still to come
+        self.looked_ns = t0  # the last look (arrivals before it were read then)
+        self.answer: StatementResult | None = None
+
+    def readable(self) -> None:
+        now = perf_counter_ns()
+        seen = arrival.take(self.session._arrival_sig)  # what this look reads arrived then
+        if self.looked_ns < seen < now:
+            self.looked_ns, now = now, seen
+        else:
+            self.looked_ns = now
+        pgconn = self.session.conn.pgconn
+        try:
+            pgconn.consume_input()
+            while not pgconn.is_busy():
+                res = pgconn.get_result()
+                if res is None:
+                    self._finish(now)
+                    return
+                self.taken.append(res)
+                if res.status in _COPY or len(self.taken) > _LOOP_RESULTS:
+                    self._hand_over()
+                    return
+                if res.status == _FATAL_ERROR and self.decided_ns is None:
+                    self.decided_ns = now  # only ReadyForQuery follows an error
+            if self.decided_ns is None:
+                if self.taken:
+                    self._hand_over()  # a longer answer under way
+            elif self.answer is None:
+                # the error is in, its ReadyForQuery still to come (the server first ends the
+                # transaction or statement): the answer is made ready meanwhile
+                self.answer = self._build(self.decided_ns)
+        except BaseException as exc:  # a lost connection, or a bug: never left to the loop
+            self._fail(exc, now)
+
+    def _build(self, t1: int) -> StatementResult:
+        results = _Results()
+        for res in self.taken:
+            results.take(res)
+        return self.session._answer(results, self.sql, self.t0, t1)
+
+    def _finish(self, now: int) -> None:
+        answer = self.answer or self._build(now if self.decided_ns is None else self.decided_ns)
+        self.session._reading = None
+        self.session.conn.lock.release()
+        self._settle(answer)
+
+    def _hand_over(self) -> None:
+        session = self.session
+        session._reading = None
+        rest = session._thread().submit(session._execute, self.sql, b"", self.t0, tuple(self.taken))
+        rest.add_done_callback(self._from_thread)
+
+    def _from_thread(self, rest: asyncio.Future) -> None:
+        if rest.cancelled() or self.future.done():
+            return
+        if rest.exception() is not None:
+            self.future.set_exception(rest.exception())
+        else:
+            self._settle(rest.result())
+
+    def _fail(self, exc: BaseException, now: int) -> None:
+        session = self.session
+        session._reading = None
+        session._unwatch()
+        results = _Results()
+        with contextlib.suppress(Exception):
+            for res in self.taken:
+                results.take(res)
+        session.conn.lock.release()
+        if results.error is not None:  # the server said why before it closed the connection
+            result = session._answer(results, self.sql, self.t0, now)
+        elif isinstance(exc, psycopg.Error):
+            result = session._error_result(exc, self.sql, self.t0, results.sets, now)
+        else:
+            result = StatementResult("error", message=f"{type(exc).__name__}: {exc}", started_ns=self.t0,
+                                     elapsed_ns=now - self.t0)
+        self._settle(result)
+
+    def abandon(self) -> None:
+        """The session closes while its answer is still awaited."""
+        self.session._reading = None
+        self.session.conn.lock.release()
+        self._settle(StatementResult("connection_lost", message="the session was closed"))
+
+    def _settle(self, result: StatementResult) -> None:
+        if self.future.done():
+            return  # the caller stopped waiting
+        if self.on_answer is not None:
+            try:
+                self.on_answer(result)
+            except Exception as exc:  # the caller's task takes the answer in as usual
+                self.loop.call_exception_handler({"message": "lockrace: answer hook failed", "exception": exc})
+        self.future.set_result(result)
 
 
 class PostgresMonitor(MonitorConnection):
