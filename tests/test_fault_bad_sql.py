@@ -51,7 +51,9 @@ async def test_pg_failed_transaction_until_rollback(pg_backend, make_race):
     assert (rb.outcome, rb.tag) == ("ok", "ROLLBACK")
     assert race.sessions["A"].txn == "idle"
     assert (await race.run("A", "SELECT 1")).rows == [("1",)]
-    # listeners (the app's panels) saw the same sequence of states
+    # listeners (the app's panels) saw the same sequence of states (an answer the
+    # caller had at once reaches them on the loop's next turn)
+    await race.settled("A")
     assert states[-4:] == ["failed transaction", "failed transaction", "idle", "idle"]
     assert "in transaction" in states
 

@@ -249,6 +249,9 @@ class MySQLSession(SessionConnection):
         return result
 
     async def txn_state(self) -> str:
+        return self.txn_state_now()
+
+    def txn_state_now(self) -> str:
         if self.closed:
             return "closed"
         return "in transaction" if self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS else "idle"

@@ -14,6 +14,7 @@ is one monitor under the node name "".
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 import contextlib
 import re
 from time import perf_counter_ns
@@ -299,7 +300,12 @@ class Race:
         if previous is None and self.nodes is None and not session.conn.closed and "\x00" not in sql:
             # on its way to the server before anything else happens (a cluster's node may
             # first have to prepare: see _before); _execute reads the answer
-            stmt.sent = session.conn.send(sql)
+            stmt.sent = session.conn.send(sql, partial(self._on_answer, session, stmt))
+        # what the answer's taking-in needs to know of the text, worked out while the server works
+        stmt.touches_budgets = bool(_BUDGET_TOUCHING.search(sql))
+        upper = sql.upper()
+        stmt.may_prepare = "PREPARE" in upper or "XA" in upper
+        stmt.skip_locked = asks_skip_locked(sql)
         stmt.task = asyncio.create_task(self._execute(session, stmt, previous),
                                         name=f"lockrace-{name}-{stmt.stmt_id}")
         return stmt
@@ -307,10 +313,12 @@ class Race:
     async def run(self, name: str, sql: str) -> StatementResult:
         """Run ``sql`` in session ``name``; returns as soon as the server's answer is in.
 
-        Who holds the lock a refused statement wanted is a further question to the
-        server, asked after the answer: it lands in the same result (``held_by``,
-        and a ``StatementExplained`` event) before the session takes its next
-        statement; ``settled`` waits for it."""
+        An answer that needs nothing more from the server reaches the caller from
+        the driver's own look (see ``_on_answer``); the listeners hear of it on the
+        loop's next turn.  Who holds the lock a refused statement wanted is a
+        further question to the server, asked after the answer: it lands in the
+        same result (``held_by``, and a ``StatementExplained`` event) before the
+        session takes its next statement; ``settled`` waits for all of it."""
         stmt = self.submit(name, sql)
         await stmt.answered.wait()
         assert stmt.result is not None
@@ -333,7 +341,13 @@ class Race:
             stmt.started_ns = perf_counter_ns()
         refused = await self._before(session, stmt.sql) if self.nodes is not None else None
         self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget, node=session.node))
-        self._wake.set()
+        # the watcher's first look is due once the statement has reached the server: woken
+        # then, it stays out of the way of an answer that comes sooner (a NOWAIT refusal)
+        first_look = self._first_poll_s(session)
+        if first_look > 0:
+            asyncio.get_running_loop().call_later(first_look, self._wake.set)
+        else:
+            self._wake.set()
         try:
             if refused is not None:
                 result = refused
@@ -351,6 +365,59 @@ class Race:
             raise
         except Exception as exc:  # a driver failure we did not foresee: report, don't crash
             result = StatementResult("error", message=f"{type(exc).__name__}: {exc}")
+        if stmt.result is None:  # not already taken in by _on_answer
+            self._take_in(session, stmt, result)
+            if result.outcome == "ok" and stmt.skip_locked:
+                await self._account_skipped(session, stmt.sql, result)
+            if self.nodes is not None:
+                result.node = session.node
+                if result.code and result.outcome != "connection_lost":
+                    await self._refine(session, stmt.sql, result)
+            stmt.result = result
+            session.last = result
+            self._answer_if_known(session, stmt)
+        result = stmt.result
+        if stmt.answered.is_set():  # complete without asking the server more: the listeners hear of it now
+            self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result,
+                                        node=session.node))
+            self.emit(SessionState(session.name, perf_counter_ns(), session.txn, session.budgets, session.ident,
+                                   node=session.node))
+        else:
+            self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result,
+                                        node=session.node))
+            if self.nodes is not None and refused is None:
+                await self._after(session, result)
+            # The session stays busy until its state is read back: one connection,
+            # one request at a time (PyMySQL connections are not thread-safe).
+            await self._refresh_state(session, budgets=stmt.touches_budgets)
+        if self.backend.engine == "mysql":
+            _track_metadata(session, stmt.sql, result)
+        if session.txn == "idle":
+            session.wrote_in_txn = False
+        elif _WRITES.match(stmt.sql) and (result.outcome == "ok" or result.result_sets):
+            session.wrote_in_txn = True  # its uncommitted changes: no skipped rows for its own reads
+        stmt.answered.set()  # the caller has its answer; what follows is asked after it
+        if result.outcome == "refused":
+            await asyncio.sleep(0)  # let the caller go on first: setting up the question is not its wait
+            await self._name_holders(session, stmt, result)
+        self._release(session, stmt)
+        if result.outcome == "connection_lost" and self._lost_probe is None:
+            self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
+
+    def _on_answer(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
+        """The driver has the answer, on the loop (see SessionConnection.send): when
+        nothing more is to be asked of the server, the caller has it from here, a
+        turn of the loop before the statement's task wakes up."""
+        if stmt.result is not None or session.running is not stmt or self.nodes is not None \
+                or (result.outcome == "ok" and stmt.skip_locked):
+            return  # the task takes it in (it has more to ask)
+        self._take_in(session, stmt, result)
+        stmt.result = result
+        session.last = result
+        self._answer_if_known(session, stmt)
+
+    def _take_in(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
+        """What the race knows about a statement, into its result."""
         # the answer's own time, not when this coroutine got the loop back
         end = result.started_ns + result.elapsed_ns if result.started_ns else perf_counter_ns()
         if stmt.blocked_since is not None:
@@ -369,39 +436,20 @@ class Race:
                 and result.budget.ms == 0:
             # innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0): the server did not wait at all
             result.outcome = "refused"
-        if result.outcome == "ok" and asks_skip_locked(stmt.sql):
-            await self._account_skipped(session, stmt.sql, result)
-        self._track_prepared(session, stmt.sql, result)
-        if self.nodes is not None:
-            result.node = session.node
-            if result.code and result.outcome != "connection_lost":
-                await self._refine(session, stmt.sql, result)
-        stmt.result = result
-        session.last = result
-        self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result, node=session.node))
-        if self.nodes is not None and refused is None:
-            await self._after(session, result)
-        # The session stays busy until its state is read back: one connection,
-        # one request at a time (PyMySQL connections are not thread-safe).
-        await self._refresh_state(session, budgets=bool(_BUDGET_TOUCHING.search(stmt.sql)))
-        if self.backend.engine == "mysql":
-            _track_metadata(session, stmt.sql, result)
-        if session.txn == "idle":
-            session.wrote_in_txn = False
-        elif _WRITES.match(stmt.sql) and (result.outcome == "ok" or result.result_sets):
-            session.wrote_in_txn = True  # its uncommitted changes: no skipped rows for its own reads
-        stmt.answered.set()  # the caller has its answer; what follows is asked after it
-        if result.outcome == "refused":
-            await asyncio.sleep(0)  # let the caller go on first: setting up the question is not its wait
-            await self._name_holders(session, stmt, result)
-        self._release(session, stmt)
-        if result.outcome == "connection_lost" and self._lost_probe is None:
-            self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
+        if stmt.may_prepare:
+            self._track_prepared(session, stmt.sql, result)
+
+    def _answer_if_known(self, session: Session, stmt: RunningStatement) -> None:
+        """The answer is complete without asking the server anything more (the driver
+        knows the session's state, it did not change, the budgets cannot have): the
+        listeners hear of it, and the caller has it."""
+        if self.nodes is not None or not session.budgets or stmt.touches_budgets:
+            return
+        txn = session.conn.txn_state_now()
+        if txn is not None and txn == session.txn:
+            stmt.answered.set()
 
     def _track_prepared(self, session: Session, sql: str, result: StatementResult) -> None:
-        upper = sql.upper()
-        if "PREPARE" not in upper and "XA" not in upper:
-            return
         pg = self.backend.engine == "postgres"
         for gid in (_PG_FINISH_PREPARED if pg else _XA_FINISH).findall(sql):
             self.prepared.pop(" ".join(gid.split()), None)

@@ -33,6 +33,9 @@ class RunningStatement:
     ever_blocked: bool = False
     sent: object | None = None  # what the connection's send() returned: the statement is on its way
     polled: bool = False  # the monitor has looked at the server's lock views for it
+    touches_budgets: bool = False  # SET, COMMIT, ...: the session's budgets are read again after it
+    may_prepare: bool = False  # PREPARE TRANSACTION / XA: the race keeps track of prepared transactions
+    skip_locked: bool = False  # SKIP LOCKED: the rows it passed over are counted after it
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # the server's answer is in: ``result``
     done: asyncio.Event = field(default_factory=asyncio.Event)  # and what was asked after it: the session is free
     blocked: asyncio.Event = field(default_factory=asyncio.Event)
