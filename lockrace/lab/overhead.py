@@ -2,7 +2,7 @@
 measured through lockrace's engine (the caller's wall around ``Race.run``,
 which returns with the server's answer; the wall until ``Race.settled``, once
 a refusal's holder is named too, a further question to the server the bare
-driver does not ask; and the in-thread ``elapsed_ns`` around the driver call)
+driver does not ask; and the statement's own ``elapsed_ns``, send to answer)
 and through the bare driver (psycopg / PyMySQL, perf_counter_ns around
 cursor.execute), interleaved in one run.  The target is on what the caller
 waits for the answer: the engine's ``Race.run`` median <= the bare driver's
@@ -34,7 +34,7 @@ WAYS = ("raw", "engine_wall", "engine_settled", "raw_async", "engine")
 WAY_LABELS = {
     "raw": "raw driver",
     "raw_async": "raw driver, AsyncConnection",
-    "engine": "lockrace, in the session's thread (elapsed_ns)",
+    "engine": "lockrace, the statement's own time (elapsed_ns)",
     "engine_wall": "lockrace, what the caller waits (Race.run)",
     "engine_settled": "lockrace, until the holder is named too",
 }

@@ -107,7 +107,7 @@ def overhead_notes(result) -> list[str]:
         verdict = "met" if cr.met("engine_wall") else "MISSED"
         line = (f"{cr.case.label}: a caller waits {wall:.2f} ms through Race.run, {raw:.2f} ms through the bare"
                 f" driver: overhead {wall - raw:+.2f} ms; target <= raw + {CALLER_SLACK_MS:g} ms ="
-                f" {cr.target_ms:.2f} ms: {verdict} (in the session's thread: {inner:.2f} ms")
+                f" {cr.target_ms:.2f} ms: {verdict} (the statement's own time, send to answer: {inner:.2f} ms")
         settled = cr.summary("engine_settled")
         if settled.runs and settled.median_ms - wall >= 0.01:
             line += f"; with the holder named: {settled.median_ms:.2f} ms"
