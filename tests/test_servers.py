@@ -33,3 +33,67 @@ def test_sweep_removes_only_dead_old_server_dirs():
                 import shutil
 
                 shutil.rmtree(p)
+
+
+def test_stop_while_the_start_copies_waits_for_the_copy(tmp_path, capfd):
+    """Ctrl-C during a first start: the stop comes from another thread while the
+    start still copies the server's template into its directory (a real ``cp -a``
+    of 4,000 files here, a template big enough to take a while).  The stop lets the
+    copy finish, removes the whole directory, and the start ends without spawning
+    anything; the copy prints nothing on the terminal."""
+    import threading
+
+    import pytest
+
+    from lockrace.servers.process import PrivateServer, ServerStartError, copy_template
+
+    template = tmp_path / "template"
+    template.mkdir()
+    for i in range(4000):
+        (template / f"f{i}").write_bytes(b"x" * 512)
+
+    class SlowCopy(PrivateServer):
+        kind = f"copytest{os.getpid()}"
+
+        def __init__(self):
+            super().__init__()
+            self.copying = threading.Event()
+            self.spawned = False
+
+        def _prepare(self, workdir: Path) -> list[str]:
+            data = workdir / "data"
+            data.mkdir()
+            self.copying.set()
+            copy_template(template, data)
+            return ["true"]
+
+        def _spawn(self, argv):
+            self.spawned = True
+            raise AssertionError("spawned after a stop")
+
+        def _ready(self) -> bool:
+            return True
+
+    server = SlowCopy()
+    failures: list[BaseException] = []
+
+    def start():
+        try:
+            server.start()
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    assert server.copying.wait(10)
+    workdir = server.dir
+    time.sleep(0.01)  # the copy is under way
+    server.stop()
+    thread.join(30)
+    assert not workdir.exists(), sorted(p.name for p in workdir.rglob("*"))[:5]
+    assert len(failures) == 1 and isinstance(failures[0], ServerStartError), failures
+    assert "stopped while it started" in str(failures[0])
+    assert not server.spawned
+    assert "cp:" not in capfd.readouterr().err
+    with pytest.raises(ServerStartError):  # and it says why when the copy itself fails
+        copy_template(tmp_path / "no-such-template", tmp_path / "dest")

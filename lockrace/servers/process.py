@@ -130,6 +130,8 @@ class PrivateServer:
         self.user = run_user()
         self.log_path: Path | None = None
         self._stopping = threading.Lock()
+        self._starting = threading.Lock()  # held from filling the directory until the process exists
+        self._cancelled = False  # a stop came while it started
 
     # subclasses fill these in
     def _prepare(self, workdir: Path) -> list[str]:
@@ -142,11 +144,15 @@ class PrivateServer:
         sweep_stale(self.kind)
         self.dir = Path(tempfile.mkdtemp(prefix=f"lockrace-{self.kind}-"))
         _live.append(self)  # from now on stop_all() removes it, even half-started
+        self._cancelled = False
         try:
-            argv = self._prepare(self.dir)
-            chown_tree(self.dir, self.user)
-            self.log_path = self.dir / "server.log"
-            self.proc = self._spawn(argv)
+            with self._starting:
+                argv = self._prepare(self.dir)
+                chown_tree(self.dir, self.user)
+                if self._cancelled:  # a stop waits for this lock: it removes the directory next
+                    raise ServerStartError(f"the private {self.kind} server was stopped while it started")
+                self.log_path = self.dir / "server.log"
+                self.proc = self._spawn(argv)
             deadline = time.monotonic() + timeout
             while not self._ready():
                 if self.proc.poll() is not None:
@@ -191,6 +197,18 @@ class PrivateServer:
             self._stopping.release()
 
     def _stop(self, timeout: float) -> None:
+        # A start still filling the directory or launching the process (Ctrl-C during
+        # the first start, from another thread) gets there first: removing the tree
+        # under its copy would leave the copy's errors on the terminal and files behind.
+        self._cancelled = True
+        started = self._starting.acquire(timeout=timeout)
+        try:
+            self._stop_started(timeout)
+        finally:
+            if started:
+                self._starting.release()
+
+    def _stop_started(self, timeout: float) -> None:
         proc = self.proc
         if proc is not None and proc.poll() is None:
             try:
@@ -284,7 +302,10 @@ def install_template(staging: Path, template: Path) -> None:
 
 
 def copy_template(template: Path, dest: Path) -> None:
-    subprocess.run(["cp", "-a", f"{template}/.", str(dest)], check=True)
+    res = subprocess.run(["cp", "-a", f"{template}/.", str(dest)], capture_output=True, text=True)
+    if res.returncode != 0:
+        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or [f"exit code {res.returncode}"]
+        raise ServerStartError(f"could not copy the server's template into {dest}: {last[0]}")
 
 
 def stop_all(timeout: float = 10.0) -> None:
