@@ -119,11 +119,15 @@ async def test_close_cancelled_twice_still_closes_every_connection(engine, backe
     await race.run("A", "BEGIN")
     await race.run("B", "BEGIN")
     await race.run("A", "SELECT 1")
+    # B still runs a statement: the close cancels it through the server and waits for it
+    race.submit("B", "SELECT pg_sleep(5)" if engine == "postgres" else "SELECT SLEEP(5)")
     idents = [s.ident for s in race.sessions.values()]
     closing = asyncio.ensure_future(race.close())
-    for _ in range(2):
-        await asyncio.sleep(0.002)  # into the rollbacks the close sends
-        closing.cancel()
+    await asyncio.sleep(0.002)  # into the close's steps
+    closing.cancel()
+    await asyncio.sleep(0)  # the close takes the first cancel in...
+    assert not closing.done()
+    closing.cancel()  # ...and is cancelled again while it is at it
     try:
         await closing
     except asyncio.CancelledError:
