@@ -67,3 +67,24 @@ def test_refusal_words(held_by, badge, words):
     status.apply(StatementFinished("B", 1, 1, "SELECT 1 FOR UPDATE NOWAIT;", res))
     assert status.activity().label == badge
     assert holder_words(res) == words
+
+
+async def test_a_foreign_holder_is_named_as_another_client(pg_server, pg_backend, make_race):
+    """A client that is not one of the race's sessions holds the row: the wait and
+    the refusal name it the same way the skipped rows do, "another client (pid N)"."""
+    import psycopg
+
+    race = await make_race(pg_backend, ("A", "B"))
+    await pg_backend.run_admin([SETUP["postgres"]])
+    with psycopg.connect(pg_server.conninfo, options=f"-c search_path={pg_backend.sandbox}") as foreign:
+        foreign.execute("SELECT id FROM accounts WHERE id = 1 FOR UPDATE")  # its transaction stays open
+        named = f"another client (pid {foreign.info.backend_pid})"
+        res = await race.run("A", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE NOWAIT")
+        await race.settled("A")
+        assert (res.outcome, res.held_by) == ("refused", (named,))
+        waiting = race.submit("B", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE")
+        assert await race.wait_blocked_or_done(waiting, 5) and waiting.result is None
+        foreign.rollback()
+        await race.settled("B")
+        assert waiting.result.outcome == "ok"
+        assert waiting.result.blocked_by == (named,) and waiting.result.blockers_seen == (named,)

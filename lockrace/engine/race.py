@@ -608,7 +608,7 @@ class Race:
         except Exception:
             pass
         if idents is not None:
-            result.held_by = tuple(sorted(self.name_of(i, session.node) for i in idents))
+            result.held_by = tuple(sorted(self.holder_name(i, session.node) for i in idents))
         # said whatever was found: a listener waiting to name the holder goes on
         self.emit(StatementExplained(session.name, perf_counter_ns(), stmt.stmt_id, result, node=session.node))
 
@@ -727,7 +727,7 @@ class Race:
                 continue
             if report is not None:
                 # a blocker that is a server process (the startup process on a hot standby) by its name
-                blockers = tuple(report.process_names.get(i) or self.name_of(i, s.node) for i in report.blockers)
+                blockers = tuple(report.process_names.get(i) or self.holder_name(i, s.node) for i in report.blockers)
                 if not blockers and report.lock is not None and report.lock.kind == "metadata" \
                         and self.backend.engine == "mysql":
                     blockers = self._metadata_holders(s, report.lock, per_node_monitor=self.monitors.get(s.node,
