@@ -60,6 +60,9 @@ async def test_table_refusal_names_every_holder(pg_backend, make_race):
     ((), "refused: holder gone", "the lock views showed no holder any more"),
     # no real server refuses to answer on cue: a result as the engine leaves it when the views failed
     (None, "refused: holder unknown", "the server's lock views cannot tell who holds the lock"),
+    # a client outside the race: short on the badge (80 columns cut it at ~36), whole in the transcript
+    (("another client (pid 23509)",), "refused: client pid 23509 holds the lock",
+     "lock held by another client (pid 23509)"),
 ])
 def test_refusal_words(held_by, badge, words):
     res = StatementResult("refused", code="55P03", held_by=held_by)

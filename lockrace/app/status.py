@@ -7,6 +7,8 @@ has a text label *and* a style, so color is never the only signal.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from time import perf_counter_ns
 
@@ -82,6 +84,16 @@ def budget_words(budget: Budget | None) -> str:
     return f"{amount} {budget.name}" if amount else budget.name
 
 
+_FOREIGN = re.compile(r"^another client \((.+)\)$")
+
+
+def badge_names(names) -> str:
+    """``names_text`` for a panel's badge, which an 80-column terminal cuts at ~36
+    characters: a client outside the race is "client pid 23509" there (the
+    transcript keeps "another client (pid 23509)")."""
+    return names_text(_FOREIGN.sub(r"client \1", name) for name in names)
+
+
 @dataclass
 class Running:
     stmt_id: int
@@ -142,7 +154,7 @@ class SessionStatus:
         run = self.running
         if run is not None:
             if run.blocked_since is not None:
-                who = names_text(run.blockers)
+                who = badge_names(run.blockers)
                 on = f" on {run.lock.describe()}" if run.lock else ""
                 return Badge("blocked", f"BLOCKED by {who}{on}")
             return Badge("running", "running")
@@ -153,13 +165,13 @@ class SessionStatus:
         if res.outcome == "ok":
             return None
         if res.outcome == "skipped":
-            whose = f" locked by {names_text(res.skipped_from)}" if res.skipped_from else ""
+            whose = f" locked by {badge_names(res.skipped_from)}" if res.skipped_from else ""
             n = res.skipped_rows
             return Badge("skipped", f"skipped {n} row{'s' if n != 1 else ''}{whose}")
         label = key
         if res.outcome == "refused":
             if res.held_by:
-                label = f"refused: {names_text(res.held_by)} {'holds' if len(res.held_by) == 1 else 'hold'} the lock"
+                label = f"refused: {badge_names(res.held_by)} {'holds' if len(res.held_by) == 1 else 'hold'} the lock"
             else:
                 label = "refused: holder gone" if res.held_by == () else "refused: holder unknown"
         if res.outcome == "timed_out" and res.budget is not None:
@@ -188,7 +200,7 @@ class SessionStatus:
         waited = (now - run.started_ns) / 1e9
         # tenths while they matter; whole seconds on long waits (fewer repaints)
         shown = f"{waited:.1f} s" if waited < 10 else f"{int(waited)} s"
-        who = names_text(run.blockers)
+        who = badge_names(run.blockers)
         if run.budget is None or run.budget.ms == 0:
             return f"waiting {shown}, no budget: waits until {who} {'end' if len(run.blockers) > 1 else 'ends'}"
         return f"waiting {shown} of {budget_words(run.budget)} budget"
