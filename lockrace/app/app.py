@@ -447,7 +447,8 @@ class LockraceApp(App[int]):
         while True:
             youngest = self.timeline_model.youngest_start()
             age = (time.perf_counter_ns() - youngest) / 1e9 if youngest is not None else float("inf")
-            await asyncio.sleep(next(every for younger, every in REDRAW_BY_AGE if age < younger))
+            await asyncio.sleep(next((every for younger, every in REDRAW_BY_AGE if age < younger),
+                                     REDRAW_BY_AGE[-1][1]))
             try:
                 self._tick()
             except Exception:  # a widget gone while closing: stop redrawing
