@@ -166,3 +166,38 @@ async def test_a_loop_off_the_main_thread_has_the_session_thread_read(pg_backend
     assert answers[0].rows == [("42",)]
     assert answers[1].elapsed_ns / 1e6 >= 50
     assert answers[2].code == "22012"
+
+
+async def test_a_lock_error_outside_a_transaction_reaches_the_caller_as_it_arrives(pg_backend, make_race):
+    """A refusal or timeout that is the first thing the server says, in a session outside
+    any transaction, is the caller's as soon as it arrives (the server then ends the
+    implicit transaction: the session is idle once the server is ready again).  Inside a
+    transaction, or after other results, the caller waits for the session's state."""
+    race = await make_race(pg_backend, ("A", "B"))
+    await pg_backend.run_admin(["CREATE TABLE early_rows (id int PRIMARY KEY)", "INSERT INTO early_rows VALUES (1)"])
+    states: list[str] = []
+    race.subscribe(lambda e: states.append(e.txn) if isinstance(e, SessionState) and e.session == "B" else None)
+    await race.run("A", "BEGIN")
+    await race.run("A", "SELECT id FROM early_rows WHERE id = 1 FOR UPDATE")
+    nowait = "SELECT id FROM early_rows WHERE id = 1 FOR UPDATE NOWAIT"
+    # None: told early when the error came before the server's ReadyForQuery, in one
+    # read with it otherwise (the server's timing decides)
+    cases = [
+        (nowait, "refused", None, "idle"),
+        ("SET lock_timeout = '30ms'", "ok", False, "idle"),
+        ("SELECT id FROM early_rows WHERE id = 1 FOR UPDATE", "timed_out", None, "idle"),
+        ("SELECT 1; " + nowait, "refused", False, "idle"),  # a result came first
+        ("BEGIN", "ok", False, "in transaction"),
+        (nowait, "refused", False, "failed transaction"),  # the state changes: read back first
+        ("ROLLBACK", "ok", False, "idle"),
+    ]
+    for sql, outcome, early, txn in cases:
+        stmt = race.submit("B", sql)
+        await stmt.answered.wait()
+        assert stmt.result.outcome == outcome, (sql, stmt.result.message)
+        assert early is None or stmt.told_early == early, sql
+        await race.settled("B")
+        assert race.sessions["B"].txn == txn, sql
+        assert states[-1] == txn, sql
+    assert len(states) == len(cases)  # one state per statement
+    await race.run("A", "ROLLBACK")

@@ -51,12 +51,15 @@ class SessionConnection(ABC):
     ident: int = 0  # backend pid / connection id
     closed: bool = False
 
-    def send(self, sql: str, on_answer: Callable[[StatementResult], None] | None = None) -> object | None:
+    def send(self, sql: str, on_answer: Callable[[StatementResult, bool], None] | None = None) -> object | None:
         """Send ``sql`` at once, from the caller's thread, without waiting for the
         server (a driver that can queue a query without blocking); ``execute`` then
         reads its answer.  None: not sent here, ``execute`` sends it.  ``on_answer``:
         called on the loop with the answer the moment it is in, before ``execute``'s
-        caller wakes up (a driver that reads answers on the loop)."""
+        caller wakes up (a driver that reads answers on the loop), as
+        ``on_answer(result, True)``; an error may be told first as it arrives, while
+        the server still ends the statement, as ``on_answer(result, False)`` (the
+        same result object: the session's state is not known yet)."""
         return None
 
     @abstractmethod

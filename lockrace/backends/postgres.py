@@ -86,6 +86,10 @@ def _text_rows(cur) -> list[tuple]:
 _MAX_NOTICES = 50
 _CHUNK_ROWS = 1000  # rows per message batch while streaming (libpq 17+ chunked mode)
 _CHUNKED = capabilities.has_stream_chunked()
+_TS = pq.TransactionStatus
+# libpq's transaction status (PQtransactionStatus): UNKNOWN once the connection is bad
+_TXN_STATES = {int(_TS.IDLE): "idle", int(_TS.INTRANS): "in transaction", int(_TS.ACTIVE): "in transaction",
+               int(_TS.INERROR): "failed transaction"}
 _SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK = pq.ExecStatus.SINGLE_TUPLE, pq.ExecStatus.TUPLES_CHUNK, pq.ExecStatus.TUPLES_OK
 
 
@@ -337,14 +341,8 @@ class PostgresSession(SessionConnection):
         return self.txn_state_now()
 
     def txn_state_now(self) -> str:
-        if self.closed:
-            return "closed"
-        status = self.conn.pgconn.transaction_status
-        if status == pq.TransactionStatus.INERROR:
-            return "failed transaction"
-        if status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.ACTIVE):
-            return "in transaction"
-        return "idle"
+        # libpq's own status, as a plain int: this is on the way to a caller (see Race._on_answer)
+        return _TXN_STATES.get(self.conn.pgconn.transaction_status, "closed")
 
     def _budgets(self) -> tuple[Budget, ...]:
         cur = self.conn.cursor()
@@ -492,10 +490,14 @@ class _LoopRead:
                 # the error is in, its ReadyForQuery still to come (the server first ends the
                 # transaction or statement): the answer is made ready meanwhile
                 self.answer = self._build(self.decided_ns)
+                self._tell(self.answer, final=False)
         except BaseException as exc:  # a lost connection, or a bug: never left to the loop
             self._fail(exc, now)
 
     def _build(self, t1: int) -> StatementResult:
+        taken = self.taken
+        if len(taken) == 1 and taken[0].status == _FATAL_ERROR and not self.session._copied:
+            return self.session._server_error(taken[0], self.sql, self.t0, [], t1)  # the usual refusal
         results = _Results()
         for res in self.taken:
             results.take(res)
@@ -545,14 +547,17 @@ class _LoopRead:
         self.session.conn.lock.release()
         self._settle(StatementResult("connection_lost", message="the session was closed"))
 
+    def _tell(self, result: StatementResult, final: bool) -> None:
+        if self.on_answer is not None:
+            try:
+                self.on_answer(result, final)
+            except Exception as exc:  # the caller's task takes the answer in as usual
+                self.loop.call_exception_handler({"message": "lockrace: answer hook failed", "exception": exc})
+
     def _settle(self, result: StatementResult) -> None:
         if self.future.done():
             return  # the caller stopped waiting
-        if self.on_answer is not None:
-            try:
-                self.on_answer(result)
-            except Exception as exc:  # the caller's task takes the answer in as usual
-                self.loop.call_exception_handler({"message": "lockrace: answer hook failed", "exception": exc})
+        self._tell(result, final=True)
         self.future.set_result(result)
 
 

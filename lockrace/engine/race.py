@@ -59,6 +59,14 @@ _TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connect
 CANCEL_S = 5.0  # a cancel or a skip count the server has not answered by then is given up
 
 POLL_S = 0.004  # while some running statement is not yet known to be blocked
+# A statement's task starts once the loop has slept after the send (epoll's resolution: 1 ms),
+# or at once when the answer comes first.  On a small machine the server's backend is woken on
+# lockrace's own CPU (a socket write is a "sync" wake-up: the kernel expects the writer to sleep
+# next), so whatever lockrace does before it sleeps delays the server's answer by as much.
+_LAUNCH_AFTER_S = 0.001
+# PostgreSQL's lock errors: lock_not_available (NOWAIT, lock_timeout), query_canceled
+# (statement_timeout), deadlock_detected
+_LOCK_ERROR_STATES = frozenset({"55P03", "57014", "40P01"})
 POLL_BLOCKED_S = 0.1  # while every running statement is already blocked (blocker changes)
 # (MariaDB's monitor spaces its own reads further apart: backends/mysql.py)
 
@@ -203,6 +211,9 @@ class Race:
 
     async def _close(self, grace: float) -> None:
         self._stop_lost_probe()
+        for s in self.sessions.values():
+            if s.running is not None and s.running.task is None:
+                self._launch(s, s.running)  # a statement just sent: its task reads it to its end
         if self._watcher is not None:
             self._watcher.cancel()
             await asyncio.wait({self._watcher}, timeout=grace)
@@ -298,17 +309,43 @@ class Race:
         stmt = RunningStatement(self._next_id, sql, perf_counter_ns(), session.budget_for(sql))
         session.running = stmt
         if previous is None and self.nodes is None and not session.conn.closed and "\x00" not in sql:
-            # on its way to the server before anything else happens (a cluster's node may
-            # first have to prepare: see _before); _execute reads the answer
+            # The listeners hear of it first, in the order statements are started (their
+            # work is done before the server gets the statement, not while it needs the
+            # CPU: see _LAUNCH_AFTER_S); then it is on its way to the server before
+            # anything else happens (a cluster's node may first have to prepare: see
+            # _before).  The answer comes on a later turn of the loop.
+            stmt.announced = True
+            self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, sql, stmt.budget,
+                                       node=session.node))
             stmt.sent = session.conn.send(sql, partial(self._on_answer, session, stmt))
-        # what the answer's taking-in needs to know of the text, worked out while the server works
+        if stmt.sent is not None:
+            stmt.launch = asyncio.get_running_loop().call_later(_LAUNCH_AFTER_S, self._launch, session, stmt, previous)
+        else:
+            self._launch(session, stmt, previous)
+        return stmt
+
+    def _launch(self, session: Session, stmt: RunningStatement, previous: RunningStatement | None = None) -> None:
+        """Start the statement's task (it reads the answer, tells the listeners, asks
+        what is to be asked after it)."""
+        if stmt.task is not None:
+            return
+        if stmt.launch is not None:
+            stmt.launch.cancel()
+            stmt.launch = None
+        self._prepare(session, stmt)
+        stmt.task = asyncio.create_task(self._execute(session, stmt, previous),
+                                        name=f"lockrace-{session.name}-{stmt.stmt_id}")
+
+    def _prepare(self, session: Session, stmt: RunningStatement) -> None:
+        """What taking the answer in needs to know of the statement's text."""
+        if stmt.prepared:
+            return
+        stmt.prepared = True
+        sql = stmt.sql
         stmt.touches_budgets = bool(_BUDGET_TOUCHING.search(sql))
         upper = sql.upper()
         stmt.may_prepare = "PREPARE" in upper or "XA" in upper
         stmt.skip_locked = asks_skip_locked(sql)
-        stmt.task = asyncio.create_task(self._execute(session, stmt, previous),
-                                        name=f"lockrace-{name}-{stmt.stmt_id}")
-        return stmt
 
     async def run(self, name: str, sql: str) -> StatementResult:
         """Run ``sql`` in session ``name``; returns as soon as the server's answer is in.
@@ -340,7 +377,9 @@ class Race:
                 raise
             stmt.started_ns = perf_counter_ns()
         refused = await self._before(session, stmt.sql) if self.nodes is not None else None
-        self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget, node=session.node))
+        if not stmt.announced:
+            self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, stmt.sql, stmt.budget,
+                                       node=session.node))
         # the watcher's first look is due once the statement has reached the server: woken
         # then, it stays out of the way of an answer that comes sooner (a NOWAIT refusal)
         first_look = self._first_poll_s(session)
@@ -380,8 +419,11 @@ class Race:
         if stmt.answered.is_set():  # complete without asking the server more: the listeners hear of it now
             self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result,
                                         node=session.node))
-            self.emit(SessionState(session.name, perf_counter_ns(), session.txn, session.budgets, session.ident,
-                                   node=session.node))
+            if stmt.told_early and session.conn.txn_state_now() != session.txn:
+                await self._refresh_state(session, budgets=False)  # not what the server said after all
+            else:
+                self.emit(SessionState(session.name, perf_counter_ns(), session.txn, session.budgets, session.ident,
+                                       node=session.node))
         else:
             self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result,
                                         node=session.node))
@@ -404,17 +446,35 @@ class Race:
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
 
-    def _on_answer(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
-        """The driver has the answer, on the loop (see SessionConnection.send): when
-        nothing more is to be asked of the server, the caller has it from here, a
-        turn of the loop before the statement's task wakes up."""
-        if stmt.result is not None or session.running is not stmt or self.nodes is not None \
-                or (result.outcome == "ok" and stmt.skip_locked):
-            return  # the task takes it in (it has more to ask)
-        self._take_in(session, stmt, result)
-        stmt.result = result
-        session.last = result
-        self._answer_if_known(session, stmt)
+    def _on_answer(self, session: Session, stmt: RunningStatement, result: StatementResult,
+                   final: bool = True) -> None:
+        """The driver has the answer to ``stmt``, on the
+        loop (see SessionConnection.send): when nothing more is to be asked of the
+        server, the caller has it from here, a turn of the loop before the
+        statement's task wakes up.
+
+        An error is told first as it arrives (``final`` False), while the server
+        still ends the statement: it is taken in then.  A lock error (a refusal, a
+        lock or statement timeout, a deadlock) that was the first thing the server
+        said, in a session outside any transaction, reaches the caller right
+        there: the server ends an implicit transaction, so the session is idle
+        once it is ready again.  The statement's task checks that (``_execute``)."""
+        self._prepare(session, stmt)
+        if self.nodes is None and not (result.outcome == "ok" and stmt.skip_locked):
+            if stmt.result is None:
+                self._take_in(session, stmt, result)
+                stmt.result = result
+                session.last = result
+            if stmt.result is result and not stmt.touches_budgets and session.budgets:
+                if final:
+                    if session.conn.txn_state_now() == session.txn:
+                        stmt.answered.set()  # see _answer_if_known
+                elif result.code in _LOCK_ERROR_STATES and not result.result_sets and session.txn == "idle":
+                    stmt.answered.set()
+                    stmt.told_early = True
+        # (else the task takes it in: it has more to ask)
+        if final and stmt.task is None:  # the answer came before the task was due: start it after
+            asyncio.get_running_loop().call_soon(self._launch, session, stmt)  # the caller's turn
 
     def _take_in(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
         """What the race knows about a statement, into its result."""
@@ -718,6 +778,8 @@ class Race:
             stmt = s.running
             if stmt is None or stmt.result is not None or stmt is not asked[s.name]:
                 continue  # finished while we asked: the answer is about that statement, not a newer one
+            if stmt.task is None:
+                continue  # just sent, its task not started: its StatementStarted comes first
             report = per_node[s.node].get(s.ident)
             # an answer read before this statement began says nothing about it (MariaDB's
             # InnoDB views, answered from the last read within 100 ms)
