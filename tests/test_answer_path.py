@@ -201,3 +201,37 @@ async def test_a_lock_error_outside_a_transaction_reaches_the_caller_as_it_arriv
         assert states[-1] == txn, sql
     assert len(states) == len(cases)  # one state per statement
     await race.run("A", "ROLLBACK")
+
+
+async def _com_do(race, name: str) -> int:
+    res = await race.run(name, "SHOW SESSION STATUS LIKE 'Com_do'")
+    return int(res.rows[0][1])
+
+
+async def test_mariadb_reads_the_state_back_only_where_a_lock_error_may_have_changed_it(mysql_backend, make_race):
+    """An error packet carries no status flags.  After a lock error outside any
+    transaction in autocommit mode nothing can be open, so no second round trip
+    (``DO 0``) is made; inside a transaction it is, and the state stays true.
+    The server's own Com_do counter tells which."""
+    race = await make_race(mysql_backend, ("A", "B"))
+    await mysql_backend.run_admin(["CREATE TABLE early_rows (id int PRIMARY KEY) ENGINE=InnoDB",
+                                   "INSERT INTO early_rows VALUES (1)"])
+    await race.run("A", "BEGIN")
+    await race.run("A", "SELECT id FROM early_rows WHERE id = 1 FOR UPDATE")
+    nowait = "SELECT id FROM early_rows WHERE id = 1 FOR UPDATE NOWAIT"
+    before = await _com_do(race, "B")
+    res = await race.run("B", nowait)
+    assert res.outcome == "refused"
+    await race.settled("B")
+    assert await _com_do(race, "B") == before  # no read-back
+    assert race.sessions["B"].txn == "idle"
+    await race.run("B", "BEGIN")
+    await race.run("B", "SELECT 1")
+    before = await _com_do(race, "B")
+    res = await race.run("B", nowait)
+    assert res.outcome == "refused"
+    await race.settled("B")
+    assert await _com_do(race, "B") == before + 1  # read back: the transaction stays open
+    assert race.sessions["B"].txn == "in transaction"
+    await race.run("B", "ROLLBACK")
+    await race.run("A", "ROLLBACK")

@@ -140,6 +140,10 @@ _XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')
                      re.IGNORECASE)
 
 
+# lock wait timeout (row or metadata lock), NOWAIT refusal (MySQL 8), deadlock
+_LOCK_ERRNOS = frozenset({"1205", "3572", "1213"})
+
+
 class MySQLSession(SessionConnection):
     def __init__(self, conn: _Connection, name: str, flavor: str, prepared_xa: set[str] | None = None,
                  budget_prefix: str = ""):
@@ -226,8 +230,15 @@ class MySQLSession(SessionConnection):
         return last
 
     def _execute_refreshed(self, sql: str) -> StatementResult:
+        """``_execute``, with the session's status flags true afterwards."""
         result = self._execute(sql)
         if result.code and not self.closed:
+            status = self.conn.server_status  # as the last OK packet left it: before the error
+            if result.code in _LOCK_ERRNOS and status & SERVER_STATUS.SERVER_STATUS_AUTOCOMMIT \
+                    and not status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
+                # a lock error outside any transaction, in autocommit mode: the server rolled
+                # back the statement's own, nothing is open, the flags are still true
+                return result
             # the error packet carries no status flags: refresh them, in the same
             # worker thread (a second hop costs ~0.2 ms, measured)
             try:
