@@ -1,7 +1,7 @@
 """The way from a submitted statement to its answer (what a caller of Race.run waits):
 sent at once, a short answer read on the event loop and timed by its arrival (a
 busy loop does not stretch it), a long one on the session's own thread, the
-answer back before the refusal's holder is asked (real PostgreSQL; the thread on
+answer back before the refusal's holder is asked (real PostgreSQL and MariaDB; the thread on
 its own, no server)."""
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Engine overhead as a caller sees it: the same refusals and bounded waits
 measured through lockrace's engine (the caller's wall around ``Race.run``,
 which returns with the server's answer; the wall until ``Race.settled``, once
-a refusal's holder is named too, a further question to the server the bare
-driver does not ask; and the statement's own ``elapsed_ns``, send to answer)
+the session is free again: the server's ReadyForQuery read, the events told,
+a refusal's holder named, a further question to the server the bare driver
+does not ask; and the statement's own ``elapsed_ns``, send to answer)
 and through the bare driver (psycopg / PyMySQL, perf_counter_ns around
 cursor.execute), interleaved in one run.  The target is on what the caller
 waits for the answer: the engine's ``Race.run`` median <= the bare driver's
@@ -36,7 +37,7 @@ WAY_LABELS = {
     "raw_async": "raw driver, AsyncConnection",
     "engine": "lockrace, the statement's own time (elapsed_ns)",
     "engine_wall": "lockrace, what the caller waits (Race.run)",
-    "engine_settled": "lockrace, until the holder is named too",
+    "engine_settled": "lockrace, until the session is free again",
 }
 
 

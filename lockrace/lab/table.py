@@ -110,7 +110,7 @@ def overhead_notes(result) -> list[str]:
                 f" {cr.target_ms:.2f} ms: {verdict} (the statement's own time, send to answer: {inner:.2f} ms")
         settled = cr.summary("engine_settled")
         if settled.runs and settled.median_ms - wall >= 0.01:
-            line += f"; with the holder named: {settled.median_ms:.2f} ms"
+            line += f"; until the session is free again: {settled.median_ms:.2f} ms"
         line += ")"
         lines.append(line)
         aio = cr.summary("raw_async")
