@@ -319,7 +319,10 @@ class Race:
                                        node=session.node))
             stmt.sent = session.conn.send(sql, partial(self._on_answer, session, stmt))
         if stmt.sent is not None:
+            # the task starts once the loop has slept, or as the answer is in (read on the
+            # loop or on the session's thread), whichever is first: after the caller's turn
             stmt.launch = asyncio.get_running_loop().call_later(_LAUNCH_AFTER_S, self._launch, session, stmt, previous)
+            stmt.sent.add_done_callback(lambda _: self._launch(session, stmt, previous))
         else:
             self._launch(session, stmt, previous)
         return stmt
@@ -332,15 +335,15 @@ class Race:
         if stmt.launch is not None:
             stmt.launch.cancel()
             stmt.launch = None
-        self._prepare(session, stmt)
+        self._read_text(session, stmt)
         stmt.task = asyncio.create_task(self._execute(session, stmt, previous),
                                         name=f"lockrace-{session.name}-{stmt.stmt_id}")
 
-    def _prepare(self, session: Session, stmt: RunningStatement) -> None:
+    def _read_text(self, session: Session, stmt: RunningStatement) -> None:
         """What taking the answer in needs to know of the statement's text."""
-        if stmt.prepared:
+        if stmt.text_read:
             return
-        stmt.prepared = True
+        stmt.text_read = True
         sql = stmt.sql
         stmt.touches_budgets = bool(_BUDGET_TOUCHING.search(sql))
         upper = sql.upper()
@@ -459,22 +462,21 @@ class Race:
         said, in a session outside any transaction, reaches the caller right
         there: the server ends an implicit transaction, so the session is idle
         once it is ready again.  The statement's task checks that (``_execute``)."""
-        self._prepare(session, stmt)
-        if self.nodes is None and not (result.outcome == "ok" and stmt.skip_locked):
-            if stmt.result is None:
-                self._take_in(session, stmt, result)
-                stmt.result = result
-                session.last = result
-            if stmt.result is result and not stmt.touches_budgets and session.budgets:
-                if final:
-                    if session.conn.txn_state_now() == session.txn:
-                        stmt.answered.set()  # see _answer_if_known
-                elif result.code in _LOCK_ERROR_STATES and not result.result_sets and session.txn == "idle":
-                    stmt.answered.set()
-                    stmt.told_early = True
-        # (else the task takes it in: it has more to ask)
-        if final and stmt.task is None:  # the answer came before the task was due: start it after
-            asyncio.get_running_loop().call_soon(self._launch, session, stmt)  # the caller's turn
+        self._read_text(session, stmt)
+        if self.nodes is not None or (result.outcome == "ok" and stmt.skip_locked):
+            return  # the task takes it in: it has more to ask
+        if stmt.result is None:
+            self._take_in(session, stmt, result)
+            stmt.result = result
+            session.last = result
+        if stmt.result is not result:
+            return
+        if final:
+            self._answer_if_known(session, stmt)
+        elif result.code in _LOCK_ERROR_STATES and not result.result_sets and session.txn == "idle" \
+                and session.budgets and not stmt.touches_budgets:
+            stmt.answered.set()
+            stmt.told_early = True
 
     def _take_in(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
         """What the race knows about a statement, into its result."""

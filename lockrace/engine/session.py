@@ -26,7 +26,7 @@ class RunningStatement:
     task: asyncio.Task | None = None
     launch: asyncio.TimerHandle | None = None  # the task's start, due once the server has had the CPU
     announced: bool = False  # StatementStarted is out (emitted as it was sent)
-    prepared: bool = False  # touches_budgets, may_prepare and skip_locked are set
+    text_read: bool = False  # touches_budgets, may_prepare and skip_locked are set
     told_early: bool = False  # answered at the error, before the server was ready again (see Race._on_answer)
     blocked_since: int | None = None
     waited_ns: int = 0
