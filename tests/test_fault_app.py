@@ -244,22 +244,26 @@ def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tm
     assert processes_mentioning(str(server_tmp)) == []
 
 
-def test_alt_letter_in_a_real_terminal_switches_panels(tmp_path, server_tmp):
+@pytest.mark.parametrize("letter", ["c", "b"])
+def test_alt_letter_in_a_real_terminal_switches_panels(tmp_path, server_tmp, letter):
     """A terminal sends Alt+C as ESC c (Textual: key "alt+c" with the character "c"):
     the focused panel's input must not type the "c", and the app's Alt+C must move
-    to session C (it typed "cSELECT ..." into A before)."""
+    to session C (it typed "cSELECT ..." into A before).  Alt+B is ESC b, which
+    Textual reads as Ctrl+Left (iTerm's word-left): it moved A's cursor instead."""
+    upper = letter.upper().encode()
     term = Terminal([], lockrace_env(server_tmp, TERM="xterm-256color"))
     try:
         # connected: each panel's transcript starts with the server's name (before that the
         # panels already show their inputs, but a statement would be refused: "Not connected yet")
         assert term.read_until(b"-- PostgreSQL", 60), term.screen[-2000:]
         term.settle(0.5)
-        os.write(term.master, b"\x1bc")  # Alt+C, as the terminal sends it
+        os.write(term.master, b"\x1b" + letter.encode())  # Alt+<letter>, as the terminal sends it
         term.settle(0.3)
         os.write(term.master, b"SELECT 'alt'\r")
-        shown = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]", " ", term.text) if not term.read_until(b"C> SELECT 'alt'", 10) else ""
+        shown = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]", " ", term.text) \
+            if not term.read_until(upper + b"> SELECT 'alt'", 10) else ""
         assert not shown, " ".join(shown.split())[-1500:]
-        assert b"cSELECT 'alt'" not in term.screen
+        assert letter.encode() + b"SELECT 'alt'" not in term.screen
         code, took = term.signal_and_wait(signal.SIGTERM, 20)
     finally:
         term.close()

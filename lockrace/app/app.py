@@ -90,6 +90,18 @@ def session_names(scenario: Scenario | None) -> list[str]:
     return names
 
 
+def _read_esc_b_as_alt_b() -> None:
+    """A terminal sends Alt+B as ESC b, which Textual's key table reads as Ctrl+Left
+    (iTerm's "natural text editing" word jump): Alt+B moved the SQL input's cursor
+    instead of switching to session B.  Without that entry ESC b is "alt+b", as ESC
+    c is "alt+c".  (Ctrl+Left itself, ESC [1;5D, stays a word jump.)"""
+    from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
+    from textual.keys import Keys
+
+    if ANSI_SEQUENCES_KEYS.get("\x1bb") == (Keys.ControlLeft,):
+        del ANSI_SEQUENCES_KEYS["\x1bb"]  # type: ignore[attr-defined]
+
+
 class LockraceApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "lockrace"
@@ -136,6 +148,7 @@ class LockraceApp(App[int]):
         step_timeout: float = 15.0,
     ):
         super().__init__()
+        _read_esc_b_as_alt_b()
         self.engine = engine if scenario is None or scenario.runs_on(engine) else scenario.engines[0]
         self.initial_scenario = scenario
         self.farewell: list[str] = []  # what closing had to leave behind, said after the screen is gone
