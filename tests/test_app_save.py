@@ -108,17 +108,21 @@ async def test_saved_transcript_of_a_wait_matches_but_for_the_timings(pg_server,
 
 async def test_saved_deadlock_replays_with_the_same_transcript(pg_server, tmp_path):
     """A deadlock typed in the app: the victim ends only after the statement that closed the
-    cycle, so the saved race lets that one run first, and ``lockrace run`` verifies it."""
+    cycle, so the saved race lets that one run first, and ``lockrace run`` verifies it.
+    deadlock_timeout is 3 s in both sessions: B's statement, typed key by key after A
+    blocks, must wait long enough to be seen blocked however slowly the keys go in (a
+    loaded machine took most of the default 1 s)."""
     async with running_app(targets={"postgres": pg_server}, save_dir=tmp_path) as (app, pilot):
-        for session, sql in (("A", "BEGIN;"), ("B", "BEGIN;"), ("A", "UPDATE accounts SET balance = 1 WHERE id = 1;"),
+        for session, sql in (("A", "SET deadlock_timeout = '3s';"), ("B", "SET deadlock_timeout = '3s';"),
+                             ("A", "BEGIN;"), ("B", "BEGIN;"), ("A", "UPDATE accounts SET balance = 1 WHERE id = 1;"),
                              ("B", "UPDATE accounts SET balance = 2 WHERE id = 2;")):
             await enter(pilot, app, session, sql)
             await finished(pilot, app, session, app.panels[session].status.statements)
         await enter(pilot, app, "A", "UPDATE accounts SET balance = 3 WHERE id = 2;")
         await until(pilot, lambda: badge(app, "A").startswith("BLOCKED"), what="A blocked")
         await enter(pilot, app, "B", "UPDATE accounts SET balance = 4 WHERE id = 1;")
-        await finished(pilot, app, "A", 3)
-        await finished(pilot, app, "B", 3)
+        await finished(pilot, app, "A", 4)
+        await finished(pilot, app, "B", 4)
         outcomes = sorted(app.panels[s].status.last.outcome for s in "AB")
         assert outcomes == ["deadlock", "ok"]
         await save_through_dialog(app, pilot, tmp_path / "cycle.race")

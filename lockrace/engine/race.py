@@ -780,8 +780,6 @@ class Race:
             stmt = s.running
             if stmt is None or stmt.result is not None or stmt is not asked[s.name]:
                 continue  # finished while we asked: the answer is about that statement, not a newer one
-            if stmt.task is None:
-                continue  # just sent, its task not started: its StatementStarted comes first
             report = per_node[s.node].get(s.ident)
             # an answer read before this statement began says nothing about it (MariaDB's
             # InnoDB views, answered from the last read within 100 ms)
