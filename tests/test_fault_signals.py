@@ -150,11 +150,15 @@ def test_run_survives_its_server_dying(engine, tmp_path, server_tmp):
     assert processes_mentioning(str(server_tmp)) == []
 
 
+@pytest.mark.parametrize("cache", ["warm", "cold"])
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
-def test_run_interrupted_while_its_server_starts(engine, server_tmp):
-    """Ctrl-C while the private server is still starting: the start finishes in
-    its thread, then the server is stopped and removed like any other."""
-    live = LiveRun(["run", "pg-nowait" if engine == "postgres" else "mysql-nowait"], lockrace_env(server_tmp))
+def test_run_interrupted_while_its_server_starts(engine, cache, server_tmp, tmp_path):
+    """Ctrl-C while the private server is still starting: copying its data
+    directory, or (cold: a first run, no template in the cache yet) initialising
+    one.  The copy or initdb is killed, and nothing is left: no temp dir, no
+    process, no half-made template in the cache."""
+    extra = {"XDG_CACHE_HOME": str(tmp_path / "cache")} if cache == "cold" else {}
+    live = LiveRun(["run", "pg-nowait" if engine == "postgres" else "mysql-nowait"], lockrace_env(server_tmp, **extra))
     try:
         deadline = time.monotonic() + 15
         while not any(p.name.startswith("lockrace-") for p in server_tmp.iterdir()):
@@ -169,3 +173,8 @@ def test_run_interrupted_while_its_server_starts(engine, server_tmp):
     _check_clean_exit(live, code, took)
     assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
     assert processes_mentioning(str(server_tmp)) == []
+    if cache == "cold":
+        made = sorted(p.name for p in (tmp_path / "cache" / "lockrace").iterdir())
+        assert not [name for name in made if not name.endswith(".lock")] or any(
+            name.endswith("-template") for name in made), made  # a template is whole or absent
+        assert not [name for name in made if name.endswith(".partial")], made

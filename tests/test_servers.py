@@ -5,6 +5,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from lockrace.servers.process import sweep_stale
 
 
@@ -35,17 +37,17 @@ def test_sweep_removes_only_dead_old_server_dirs():
                 shutil.rmtree(p)
 
 
-def test_stop_while_the_start_copies_waits_for_the_copy(tmp_path, capfd):
-    """Ctrl-C during a first start: the stop comes from another thread while the
-    start still copies the server's template into its directory (a real ``cp -a``
-    of 4,000 files here, a template big enough to take a while).  The stop lets the
-    copy finish, removes the whole directory, and the start ends without spawning
-    anything; the copy prints nothing on the terminal."""
+@pytest.mark.parametrize("timeout", [10.0, 0.05], ids=["stop", "exit-stop"])
+def test_a_stop_while_the_start_copies_cuts_the_copy_short(tmp_path, capfd, timeout):
+    """Ctrl-C during a start: the stop comes from another thread while the start
+    still copies the server's template into its directory (a real ``cp -a`` of
+    4,000 files here).  The stop kills the copy, removes the whole directory, and
+    the start ends without spawning anything; the copy prints nothing on the
+    terminal.  Also with the exit's short stop timeout (0.05 s here), which once
+    removed the directory while the copy still wrote into it and left it behind."""
     import threading
 
-    import pytest
-
-    from lockrace.servers.process import PrivateServer, ServerStartError, copy_template
+    from lockrace.servers.process import PrivateServer, ServerStartError
 
     template = tmp_path / "template"
     template.mkdir()
@@ -64,7 +66,7 @@ def test_stop_while_the_start_copies_waits_for_the_copy(tmp_path, capfd):
             data = workdir / "data"
             data.mkdir()
             self.copying.set()
-            copy_template(template, data)
+            self.copy_template(template, data)
             return ["true"]
 
         def _spawn(self, argv):
@@ -88,12 +90,13 @@ def test_stop_while_the_start_copies_waits_for_the_copy(tmp_path, capfd):
     assert server.copying.wait(10)
     workdir = server.dir
     time.sleep(0.01)  # the copy is under way
-    server.stop()
+    server.stop(timeout)
+    assert not workdir.exists(), sorted(p.name for p in workdir.rglob("*"))[:5]
     thread.join(30)
     assert not workdir.exists(), sorted(p.name for p in workdir.rglob("*"))[:5]
     assert len(failures) == 1 and isinstance(failures[0], ServerStartError), failures
     assert "stopped while it started" in str(failures[0])
     assert not server.spawned
     assert "cp:" not in capfd.readouterr().err
-    with pytest.raises(ServerStartError):  # and it says why when the copy itself fails
-        copy_template(tmp_path / "no-such-template", tmp_path / "dest")
+    with pytest.raises(ServerStartError, match="could not copy"):  # and it says why when the copy itself fails
+        SlowCopy().copy_template(tmp_path / "no-such-template", tmp_path / "dest")

@@ -19,7 +19,6 @@ from .process import (
     PrivateServer,
     ServerStartError,
     cache_dir,
-    copy_template,
     install_template,
     make_staging,
     run_user,
@@ -79,20 +78,19 @@ class EmbeddedPostgres(PrivateServer):
         template = cache_dir() / f"pg-{version}-template"
         if (template / "PG_VERSION").exists():
             return template
-        with template_lock(template):
+        with template_lock(template, self._check_cancelled):
             if (template / "PG_VERSION").exists():
                 return template
             user = run_user()
             staging = make_staging(user)
             try:
-                res = subprocess.run(
+                code, output = self.run_helper(
                     [str(self.bin / "initdb"), "-D", str(staging / "data"), "-U", "postgres", "--auth=trust",
                      "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
-                    capture_output=True, text=True,
                     user=user.pw_uid if user else None, group=user.pw_gid if user else None,
                 )
-                if res.returncode != 0:
-                    last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+                if code != 0:
+                    last = output.strip().splitlines()[-1:] or ["no output"]
                     raise ServerStartError(f"initdb failed: {last[0]}")
                 install_template(staging / "data", template)
             finally:
@@ -102,7 +100,7 @@ class EmbeddedPostgres(PrivateServer):
     def _prepare(self, workdir: Path) -> list[str]:
         data = workdir / "data"
         data.mkdir(mode=0o700)
-        copy_template(self._template(), data)
+        self.copy_template(self._template(), data)
         data.chmod(0o700)
         return self._argv(workdir)
 

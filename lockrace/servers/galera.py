@@ -21,7 +21,7 @@ import pymysql
 
 from .cluster import Cluster
 from .private_mysql import PrivateMySQL
-from .process import ServerStartError, copy_template
+from .process import ServerStartError
 from .target import Target
 
 PROVIDER_ENV = "LOCKRACE_GALERA_PROVIDER"
@@ -84,7 +84,7 @@ class GaleraNode(PrivateMySQL):
         data = workdir / "data"
         data.mkdir()
         if self.bootstrap:
-            copy_template(self._template(), data)
+            self.copy_template(self._template(), data)
         # a joiner starts empty and gets node1's data by rsync (SST)
         return self._argv(workdir)
 

@@ -18,7 +18,6 @@ from .process import (
     PrivateServer,
     ServerStartError,
     cache_dir,
-    copy_template,
     install_template,
     make_staging,
     run_user,
@@ -83,7 +82,7 @@ class PrivateMySQL(PrivateServer):
         template = cache_dir() / f"{self.flavor}-{version}-template"
         if (template / "mysql").is_dir():
             return template
-        with template_lock(template):
+        with template_lock(template, self._check_cancelled):
             if (template / "mysql").is_dir():
                 return template
             user = run_user()
@@ -103,9 +102,12 @@ class PrivateMySQL(PrivateServer):
                 if uname:
                     argv.append(f"--user={uname}")
             try:
-                res = subprocess.run(argv, capture_output=True, text=True)
-                if res.returncode != 0:
-                    tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+                # its temp files in the staging dir: when lockrace runs as root the server
+                # user may not write to $TMPDIR (InnoDB then aborts the bootstrap)
+                code, output = self.run_helper(argv, env={**os.environ, "TMPDIR": str(staging)})
+                if code != 0:
+                    lines = output.strip().splitlines()
+                    tail = [line for line in lines if "[ERROR]" in line][:1] or lines[-1:] or ["no output"]
                     raise ServerStartError(f"initialising the private {self.flavor} data directory failed: {tail[0]}")
                 install_template(data, template)
             finally:
@@ -115,7 +117,7 @@ class PrivateMySQL(PrivateServer):
     def _prepare(self, workdir: Path) -> list[str]:
         data = workdir / "data"
         data.mkdir()
-        copy_template(self._template(), data)
+        self.copy_template(self._template(), data)
         return self._argv(workdir)
 
     def _argv(self, workdir: Path) -> list[str]:

@@ -48,10 +48,13 @@ def run_user() -> pwd.struct_passwd | None:
     raise ServerStartError("running as root but there is no 'nobody' user to run a private server as")
 
 
-def chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
+def chown_tree(path: Path, user: pwd.struct_passwd | None, check=None) -> None:
+    """Give ``path`` to ``user``; ``check`` (if given) runs for each directory and may raise."""
     if user is None:
         return
     for root, dirs, files in os.walk(path):
+        if check is not None:
+            check()
         os.chown(root, user.pw_uid, user.pw_gid)
         for name in files:
             os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
@@ -132,6 +135,8 @@ class PrivateServer:
         self._stopping = threading.Lock()
         self._starting = threading.Lock()  # held from filling the directory until the process exists
         self._cancelled = False  # a stop came while it started
+        self._helper: subprocess.Popen | None = None  # cp or initdb filling a directory, if one runs
+        self._helper_lock = threading.Lock()
 
     # subclasses fill these in
     def _prepare(self, workdir: Path) -> list[str]:
@@ -148,7 +153,7 @@ class PrivateServer:
         try:
             with self._starting:
                 argv = self._prepare(self.dir)
-                chown_tree(self.dir, self.user)
+                chown_tree(self.dir, self.user, self._check_cancelled)
                 if self._cancelled:  # a stop waits for this lock: it removes the directory next
                     raise ServerStartError(f"the private {self.kind} server was stopped while it started")
                 self.log_path = self.dir / "server.log"
@@ -166,6 +171,34 @@ class PrivateServer:
         except BaseException:
             self.stop()
             raise
+
+    def _check_cancelled(self) -> None:
+        if self._cancelled:
+            raise ServerStartError(f"the private {self.kind} server was stopped while it started")
+
+    def run_helper(self, argv: list[str], **popen: object) -> tuple[int, str]:
+        """Run a program that fills a directory for the start (cp, initdb) and
+        return its exit code and output.  A stop kills it, with everything it
+        started, so that the directory can be removed at once instead of under
+        a copy still writing into it."""
+        with self._helper_lock:
+            self._check_cancelled()
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, start_new_session=True, **popen)
+            self._helper = proc
+        try:
+            output, _ = proc.communicate()
+        finally:
+            with self._helper_lock:
+                self._helper = None
+        self._check_cancelled()
+        return proc.returncode, output
+
+    def copy_template(self, template: Path, dest: Path) -> None:
+        code, output = self.run_helper(["cp", "-a", f"{template}/.", str(dest)])
+        if code != 0:
+            last = output.strip().splitlines()[-1:] or [f"exit code {code}"]
+            raise ServerStartError(f"could not copy the server's template into {dest}: {last[0]}")
 
     def log_tail(self, lines: int = 3) -> str:
         try:
@@ -200,8 +233,17 @@ class PrivateServer:
         # A start still filling the directory or launching the process (Ctrl-C during
         # the first start, from another thread) gets there first: removing the tree
         # under its copy would leave the copy's errors on the terminal and files behind.
-        self._cancelled = True
+        with self._helper_lock:
+            self._cancelled = True
+            helper = self._helper
+        if helper is not None and helper.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(helper.pid, signal.SIGKILL)
         started = self._starting.acquire(timeout=timeout)
+        if not started and helper is not None:
+            # the start ends within moments of its helper's death: let it, rather than
+            # removing the directory under its feet (a short stop timeout on exit)
+            started = self._starting.acquire(timeout=2.0)
         try:
             self._stop_started(timeout)
         finally:
@@ -272,14 +314,25 @@ class PrivateServer:
         return _launch(launch)
 
 
-def template_lock(path: Path):
-    """An exclusive lock while a template data directory is being made."""
+def template_lock(path: Path, check=None):
+    """An exclusive lock while a template data directory is being made (another
+    lockrace may be making it).  ``check`` runs while waiting and may raise."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path.with_suffix(".lock"), "w")
-    fcntl.flock(fh, fcntl.LOCK_EX)
-    return fh
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fh
+        except BlockingIOError:
+            if check is not None:
+                try:
+                    check()
+                except BaseException:
+                    fh.close()
+                    raise
+            time.sleep(0.05)
 
 
 def make_staging(user: pwd.struct_passwd | None) -> Path:
@@ -299,13 +352,6 @@ def install_template(staging: Path, template: Path) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     shutil.move(str(staging), str(partial))
     partial.rename(template)
-
-
-def copy_template(template: Path, dest: Path) -> None:
-    res = subprocess.run(["cp", "-a", f"{template}/.", str(dest)], capture_output=True, text=True)
-    if res.returncode != 0:
-        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or [f"exit code {res.returncode}"]
-        raise ServerStartError(f"could not copy the server's template into {dest}: {last[0]}")
 
 
 def stop_all(timeout: float = 10.0) -> None:
