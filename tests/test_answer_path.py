@@ -235,3 +235,150 @@ async def test_mariadb_reads_the_state_back_only_where_a_lock_error_may_have_cha
     assert race.sessions["B"].txn == "in transaction"
     await race.run("B", "ROLLBACK")
     await race.run("A", "ROLLBACK")
+
+
+# ---------------------------------------------------------------- MariaDB/MySQL
+
+
+def _peek_whole(conn, sql: str) -> bytes:
+    """Send ``sql`` on a PyMySQL connection, wait for the server's whole answer, and
+    return its bytes as they sit in the socket (peeked: the answer is then read as
+    usual, so the connection stays in step)."""
+    import socket
+
+    from pymysql.constants import COMMAND
+
+    conn._execute_command(COMMAND.COM_QUERY, sql.encode())
+    buf, quiet = b"", 0
+    while quiet < 5:  # no new byte for 5 looks in a row: the server has said all
+        time.sleep(0.02)
+        now = conn._sock.recv(1 << 20, socket.MSG_PEEK)
+        quiet = quiet + 1 if now == buf else 0
+        buf = now
+    try:
+        conn._read_query_result()
+        while conn._result is not None and conn._result.has_next:
+            conn.next_result()
+    except Exception:
+        pass  # an error answer
+    return buf
+
+
+def test_mariadb_whole_answers_are_told_from_the_servers_own_bytes(mysql_server, mysql_backend):
+    """Which answers the event loop may read itself: the bytes are MariaDB's own,
+    and every cut-off prefix of a whole answer is not whole."""
+    import pymysql
+    from pymysql.constants import CLIENT
+
+    from lockrace.backends.mysql_answer import whole_answer
+
+    conn = pymysql.connect(**mysql_server.mysql_kwargs, client_flag=CLIENT.MULTI_STATEMENTS, autocommit=True)
+    try:
+        cases = [
+            ("DO 1", True),  # OK
+            ("SELECT 1 AS one, 'two' AS two", True),  # one row
+            ("SELECT NULL", True),  # a row starting with NULL (0xfb)
+            ("SELECT 1 FROM DUAL WHERE 1 = 0", True),  # no rows
+            ("SELECT no_such_column", True),  # an error
+            ("SELECT seq FROM seq_1_to_300", True),  # several packets of rows
+            ("SELECT CAST('x' AS SIGNED)", False),  # a warning: read back on the thread
+            ("SELECT 1; SELECT 2", False),  # more results
+            ("DO 1; DO 2", False),
+        ]
+        for sql, whole in cases:
+            buf = _peek_whole(conn, sql)
+            assert buf, sql
+            assert whole_answer(buf) is whole, (sql, buf[:40])
+            if whole:
+                cuts = range(1, len(buf)) if len(buf) < 200 else range(1, len(buf), 7)
+                assert not any(whole_answer(buf[:cut]) for cut in cuts), sql
+    finally:
+        conn.close()
+
+
+def _count_thread_calls(race, name: str) -> list:
+    """Every call the session hands to its thread, by function name (the answer
+    path's own seam: which answers the loop read itself)."""
+    session = race.sessions[name].conn
+    worker = session._thread()
+    calls: list[str] = []
+    submit = worker.submit
+
+    def counted(fn, *args):
+        calls.append(fn.__name__)
+        return submit(fn, *args)
+
+    worker.submit = counted
+    return calls
+
+
+async def test_mariadb_short_answers_are_read_on_the_loop(mysql_backend, make_race):
+    """A refusal, a command's OK and a few rows reach the caller with no trip through
+    the session's thread; rows streaming in, warnings, a state to read back after an
+    error in a transaction, a long statement and budgets go through it.  Every statement is started,
+    finished and followed by the session's state once, whichever way it went."""
+    race = await make_race(mysql_backend, ("A", "B"))
+    await mysql_backend.run_admin(["CREATE TABLE loop_rows (id int PRIMARY KEY) ENGINE=InnoDB",
+                                   "INSERT INTO loop_rows VALUES (1)"])
+    await race.run("A", "BEGIN")
+    await race.run("A", "SELECT id FROM loop_rows WHERE id = 1 FOR UPDATE")
+    calls = _count_thread_calls(race, "B")
+    events: list = []
+    race.subscribe(lambda e: events.append(e) if e.session == "B" else None)
+    nowait = "SELECT id FROM loop_rows WHERE id = 1 FOR UPDATE NOWAIT"
+    steps = [  # sql, outcome, what the thread was asked to do
+        (nowait, "refused", []),
+        ("SELECT 1 AS one", "ok", []),
+        ("DO 1", "ok", []),
+        ("SELECT seq FROM seq_1_to_50000", "ok", ["_execute_refreshed"]),  # streams: the thread reads it
+        ("SELECT CAST('x' AS SIGNED)", "ok", ["_execute_refreshed"]),  # its warning is read back
+        ("SET SESSION innodb_lock_wait_timeout = 1", "ok", ["_budgets"]),
+        ("SELECT id FROM loop_rows WHERE id = 1 FOR UPDATE", "timed_out", []),
+        ("BEGIN", "ok", ["_budgets"]),  # a new transaction: its budgets are read again
+        (nowait, "refused", ["_read_status_then"]),  # in a transaction: the state is read back
+        ("SELECT no_such_column", "error", ["_read_status_then"]),
+        ("ROLLBACK", "ok", ["_budgets"]),
+        ("SELECT '" + "x" * 5000 + "' AS long_text", "ok", ["_execute_refreshed"]),  # long: sent by the thread
+    ]
+    for sql, outcome, thread in steps:
+        del calls[:]
+        res = await race.run("B", sql)
+        await race.settled("B")
+        assert res.outcome == outcome, (sql[:40], res.outcome, res.message)
+        assert calls == thread, (sql[:40], calls)
+    assert race.sessions["B"].txn == "idle"
+    big = next(e.result for e in events if isinstance(e, StatementFinished) and "seq_1_to_50000" in e.sql)
+    assert (big.total_rows, len(big.rows)) == (50000, 200)
+    one = next(e.result for e in events if isinstance(e, StatementFinished) and e.sql == "SELECT 1 AS one")
+    assert (one.columns, one.rows) == (["one"], [("1",)])
+    warned = next(e.result for e in events if isinstance(e, StatementFinished) and "CAST" in e.sql)
+    assert warned.notices and "Truncated" in warned.notices[0], warned.notices
+    timed = next(e.result for e in events if isinstance(e, StatementFinished) and e.result.outcome == "timed_out")
+    assert timed.elapsed_ns / 1e6 >= 900  # innodb_lock_wait_timeout = 1: about a second, timed to its arrival
+    kinds = [type(e).__name__ for e in events if isinstance(e, (StatementStarted, StatementFinished, SessionState))]
+    assert kinds == ["StatementStarted", "StatementFinished", "SessionState"] * len(steps), kinds
+    states = [e.txn for e in events if isinstance(e, SessionState)]
+    assert states == ["idle"] * 7 + ["in transaction"] * 3 + ["idle"] * 2
+    await race.run("A", "ROLLBACK")
+
+
+@pytest.mark.parametrize("busy", [time.sleep, _spin], ids=["sleeping", "running-python"])
+async def test_a_busy_loop_does_not_stretch_a_mariadb_statements_time(mysql_backend, make_race, busy):
+    """As on PostgreSQL: the refusal arrives while the loop is held, and its time is
+    when it arrived."""
+    race = await make_race(mysql_backend, ("A", "B"))
+    await mysql_backend.run_admin(["CREATE TABLE busy_rows (id int PRIMARY KEY) ENGINE=InnoDB",
+                                   "INSERT INTO busy_rows VALUES (1)"])
+    await race.run("A", "BEGIN")
+    await race.run("A", "SELECT id FROM busy_rows WHERE id = 1 FOR UPDATE")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        stmt = race.submit("B", "SELECT id FROM busy_rows WHERE id = 1 FOR UPDATE NOWAIT")
+        busy(0.15)
+        await stmt.answered.wait()
+        waited_ms = (time.perf_counter() - t0) * 1000
+        await race.settled("B")
+        assert stmt.result.outcome == "refused"
+        assert waited_ms >= 150
+        assert stmt.result.elapsed_ns / 1e6 < 50, (stmt.result.elapsed_ns / 1e6, waited_ms)
+    await race.run("A", "ROLLBACK")

@@ -1,5 +1,8 @@
-"""MariaDB and MySQL 8 through PyMySQL, which blocks: every call runs in a
-worker thread (anyio.to_thread), so the event loop never waits on the server.
+"""MariaDB and MySQL 8 through PyMySQL, which blocks: a session's calls run on
+its own thread (worker.py), other calls in worker threads (anyio.to_thread),
+so the event loop never waits on the server.  The one exception waits for
+nothing: a short statement is sent from the loop, and an answer that has
+arrived whole is parsed there (mysql_answer.py).
 
 MariaDB is verified live.  MySQL 8 support (performance_schema lock views,
 3572 ER_LOCK_NOWAIT, max_execution_time) follows MySQL's documentation: no
@@ -13,6 +16,7 @@ import contextlib
 import math
 import re
 import socket
+import threading
 import time
 from time import perf_counter_ns
 
@@ -22,13 +26,15 @@ import pymysql.connections
 import pymysql.converters
 import pymysql.cursors
 import pymysql.protocol
-from pymysql.constants import CLIENT, SERVER_STATUS
+from pymysql.constants import CLIENT, COMMAND, SERVER_STATUS
 
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
+from . import arrival
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
+from .mysql_answer import LoopRead
 from .queries import query
 from .worker import SessionThread
 
@@ -142,6 +148,11 @@ _XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')
 
 # lock wait timeout (row or metadata lock), NOWAIT refusal (MySQL 8), deadlock
 _LOCK_ERRNOS = frozenset({"1205", "3572", "1213"})
+_LOOP_SQL_MAX = 4096  # characters; a longer statement is sent by the session's thread
+# the PyMySQL internals a send from the loop uses (1.1 and 1.2 have them)
+_LOOP_DRIVER = all(hasattr(pymysql.connections.Connection, name)
+                   for name in ("_execute_command", "_read_query_result")) and all(
+    hasattr(pymysql.cursors.SSCursor, name) for name in ("_clear_result", "_do_get_result"))
 
 
 class MySQLSession(SessionConnection):
@@ -157,6 +168,14 @@ class MySQLSession(SessionConnection):
         # XA transactions this run's sessions prepared and have not ended: they outlive
         # their connection (MariaDB 10.5+) and would hold their locks in the sandbox
         self.prepared_xa = prepared_xa if prepared_xa is not None else set()
+        # whoever uses the connection holds this: the session's thread, or the loop from a
+        # send until its answer is read (see mysql_answer.py)
+        self._lock = threading.Lock()
+        self._reading: LoopRead | None = None
+        self._watch_loop: asyncio.AbstractEventLoop | None = None  # the loop that has a reader on the socket
+        self._watch_fd = -1
+        self._arrival_fd = -1
+        self._arrival_sig = 0
 
     def _note_xa(self, sql: str) -> None:
         for verb, xid in _XA_END.findall(sql):
@@ -170,14 +189,86 @@ class MySQLSession(SessionConnection):
     def closed(self) -> bool:
         return self._closed or not self.conn.open
 
-    def _execute(self, sql: str) -> StatementResult:
+    def send(self, sql: str, on_answer=None) -> asyncio.Future | None:
+        """Send a short ``sql`` now, from the loop, and watch for its answer there
+        (see mysql_answer.py); None where it cannot (a long statement, whose send
+        could wait for the server to read; the connection busy or closed; a loop
+        that cannot note arrivals): ``execute`` then does it all on the thread."""
+        if self.closed or len(sql) > _LOOP_SQL_MAX or not _LOOP_DRIVER:
+            return None
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            loop = self._watching()
+            if loop is None:
+                self._lock.release()
+                return None
+            cur = self.conn.cursor(pymysql.cursors.SSCursor)
+            data = sql.encode(self.conn.encoding)
+            t0 = perf_counter_ns()
+            cur._clear_result()
+            cur._executed = sql  # as cursor.execute notes it (fetches check it)
+            self.conn._execute_command(COMMAND.COM_QUERY, data)  # a short write into the socket's buffer
+        except BaseException:  # a dead socket: the thread's attempt says so
+            self._lock.release()
+            return None
+        self._reading = reading = LoopRead(self, sql, cur, t0, loop, on_answer)
+        return reading.future
+
+    def _watching(self) -> asyncio.AbstractEventLoop | None:
+        """The running loop, once it watches this session's socket (a reader, and
+        arrivals noted: see arrival.py); None where it cannot."""
+        loop = asyncio.get_running_loop()
+        if self._watch_loop is not None and self._watch_loop is not loop:
+            return None
+        sock = self.conn._sock
+        if sock is None:
+            return None
+        fd = sock.fileno()
+        if self._arrival_fd != fd:
+            signum = arrival.watch(fd)
+            if signum is None:
+                return None
+            self._arrival_fd, self._arrival_sig = fd, signum
+        arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
+        if self._watch_loop is None:
+            loop.add_reader(fd, self._readable)
+            self._watch_loop, self._watch_fd = loop, fd
+        return loop
+
+    def _readable(self) -> None:
+        if self._reading is not None:
+            self._reading.readable()
+        else:  # the thread reads now: the loop stops looking
+            self._unwatch()
+
+    def _unwatch(self, arrivals: bool = False) -> None:
+        if self._watch_loop is not None:
+            with contextlib.suppress(Exception):
+                self._watch_loop.remove_reader(self._watch_fd)
+            self._watch_loop = None
+        if arrivals and self._arrival_fd >= 0:
+            arrival.unwatch(self._arrival_fd, self._arrival_sig)
+            self._arrival_fd = -1
+
+    def _execute(self, sql: str, sent: tuple | None = None, arrived_ns: int | None = None) -> StatementResult:
+        """Run ``sql`` and time it; ``sent``: (cursor, t0) when it was sent already and
+        only its answer is to be read (``arrived_ns``: when that answer came)."""
         # Unbuffered: rows are read off the socket as they come, the first ROW_LIMIT
         # kept and the rest only counted, so a huge result never sits in memory.
-        cur = self.conn.cursor(pymysql.cursors.SSCursor)
         sets: list[StatementResult] = []
-        t0 = perf_counter_ns()
+        if sent is None:
+            cur = self.conn.cursor(pymysql.cursors.SSCursor)
+            t0 = perf_counter_ns()
+        else:
+            cur, t0 = sent
         try:
-            cur.execute(sql)
+            if sent is None:
+                cur.execute(sql)
+            else:
+                conn = self.conn
+                conn._affected_rows = conn._read_query_result(unbuffered=True)
+                cur._do_get_result()
             while True:
                 has_rows = cur.description is not None
                 rows = [tuple(r) for r in cur.fetchmany(ROW_LIMIT)] if has_rows else []
@@ -190,7 +281,7 @@ class MySQLSession(SessionConnection):
                 warnings = getattr(getattr(cur, "_result", None), "warning_count", 0) or 0
                 if not cur.nextset():
                     break
-            t1 = perf_counter_ns()
+            t1 = arrived_ns or perf_counter_ns()
             if warnings:
                 # what the mysql client prints after "Query OK, ... 1 warning": SHOW WARNINGS
                 # (a diagnostic statement: it leaves the warnings in place)
@@ -200,17 +291,11 @@ class MySQLSession(SessionConnection):
                 except pymysql.MySQLError:
                     pass
         except pymysql.MySQLError as exc:
-            t1 = perf_counter_ns()
+            t1 = arrived_ns or perf_counter_ns()
             errno, message = _error_parts(exc)
-            if errno in MYSQL_CONNECTION_ERRORS or isinstance(exc, pymysql.err.InterfaceError):
+            if isinstance(exc, pymysql.err.InterfaceError):
                 self._closed = True
-            outcome = classify_mysql(errno, message, sql)
-            if self._closed:
-                outcome = "connection_lost"
-            return StatementResult(
-                outcome, code=str(errno) if errno is not None else "", message=message,
-                sqlstate=getattr(exc, "sqlstate", "HY000"), elapsed_ns=t1 - t0, started_ns=t0, result_sets=sets,
-            )
+            return self._error_answer(errno, message, getattr(exc, "sqlstate", None) or "HY000", sql, t0, t1, sets)
         except (OSError, EOFError) as exc:  # the socket went away under PyMySQL
             t1 = perf_counter_ns()
             self._closed = True
@@ -229,22 +314,79 @@ class MySQLSession(SessionConnection):
         last.result_sets = sets
         return last
 
-    def _execute_refreshed(self, sql: str) -> StatementResult:
-        """``_execute``, with the session's status flags true afterwards."""
-        result = self._execute(sql)
-        if result.code and not self.closed:
-            status = self.conn.server_status  # as the last OK packet left it: before the error
-            if result.code in _LOCK_ERRNOS and status & SERVER_STATUS.SERVER_STATUS_AUTOCOMMIT \
-                    and not status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
-                # a lock error outside any transaction, in autocommit mode: the server rolled
-                # back the statement's own, nothing is open, the flags are still true
-                return result
-            # the error packet carries no status flags: refresh them, in the same
-            # worker thread (a second hop costs ~0.2 ms, measured)
-            try:
-                self.conn.query("DO 0")
-            except pymysql.MySQLError:
-                pass
+    def _error_answer(self, errno: int | None, message: str, sqlstate: str, sql: str, t0: int, t1: int,
+                      sets: list, outcome: str | None = None) -> StatementResult:
+        """``outcome``: what the error means, when worked out beforehand (see lock_error_outcome)."""
+        if errno in MYSQL_CONNECTION_ERRORS:
+            self._closed = True
+        if self._closed:
+            outcome = "connection_lost"
+        elif outcome is None:
+            outcome = classify_mysql(errno, message, sql)
+        return StatementResult(outcome, code=str(errno) if errno is not None else "", message=message,
+                               sqlstate=sqlstate, elapsed_ns=t1 - t0, started_ns=t0, result_sets=sets)
+
+    @staticmethod
+    def lock_error_outcome(sql: str) -> str:
+        """What a lock wait timeout (1205) answering ``sql`` means: a refusal for a
+        statement that would not wait (NOWAIT, WAIT 0), else a timeout.  Worked out
+        while the statement waits, so that the answer's way to the caller does not
+        read the SQL text again."""
+        return classify_mysql(1205, "", sql)
+
+    def take_lone_error(self, sql: str, packet: bytes, t0: int, t1: int,
+                        outcome_1205: str | None = None) -> StatementResult:
+        """On the loop: the whole answer was one error ``packet``, taken off the socket:
+        read it as PyMySQL would, without building and raising PyMySQL's exception
+        (the usual refusal or lock wait timeout)."""
+        conn = self.conn
+        conn._next_seq_id = (packet[3] + 1) % 256
+        conn._result = None  # as after PyMySQL's own read of an error
+        errno = int.from_bytes(packet[5:7], "little", signed=True)
+        if packet[7:8] == b"#":
+            sqlstate, message = packet[8:13].decode("ascii", "replace"), packet[13:].decode("utf-8", "replace")
+        else:
+            sqlstate, message = "HY000", packet[7:].decode("utf-8", "replace")
+        return self._error_answer(errno, message, sqlstate, sql, t0, t1, [], outcome_1205 if errno == 1205 else None)
+
+    def _execute_refreshed(self, sql: str, sent: tuple | None = None) -> StatementResult:
+        """On the session's thread: ``_execute``, with the session's status flags true
+        afterwards.  ``sent``: sent from the loop, which holds the connection's lock
+        and hands it over with the rest of the answer."""
+        if sent is None:
+            self._lock.acquire()
+        try:
+            result = self._execute(sql, sent)
+            if self._needs_status(result):
+                self._read_status()
+        finally:
+            self._lock.release()
+        return result
+
+    def _needs_status(self, result: StatementResult) -> bool:
+        """Whether the session's status flags must be read back after ``result``: an
+        error packet carries none, so after an error they are as the last OK left them."""
+        if not result.code or self.closed:
+            return False
+        status = self.conn.server_status
+        # a lock error outside any transaction, in autocommit mode: the server rolled
+        # back the statement's own, nothing is open, the flags are still true
+        return not (result.code in _LOCK_ERRNOS and status & SERVER_STATUS.SERVER_STATUS_AUTOCOMMIT
+                    and not status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
+
+    def _read_status(self) -> None:
+        # in the same worker thread as the statement (a second hop costs ~0.2 ms, measured)
+        try:
+            self.conn.query("DO 0")
+        except pymysql.MySQLError:
+            pass
+
+    def _read_status_then(self, result: StatementResult) -> StatementResult:
+        """On the thread, after an answer read on the loop (which holds the lock)."""
+        try:
+            self._read_status()
+        finally:
+            self._lock.release()
         return result
 
     def _thread(self) -> SessionThread:
@@ -254,7 +396,10 @@ class MySQLSession(SessionConnection):
         return self._worker
 
     async def execute(self, sql: str, sent: object | None = None) -> StatementResult:
-        result = await self._thread().submit(self._execute_refreshed, sql)
+        if sent is None:
+            sent = self._thread().submit(self._execute_refreshed, sql)
+        # the answer is read to its end even if the caller stops waiting for it
+        result = await sent
         if result.outcome == "ok" or result.result_sets:
             self._note_xa(sql)
         return result
@@ -268,6 +413,10 @@ class MySQLSession(SessionConnection):
         return "in transaction" if self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS else "idle"
 
     def _budgets(self) -> tuple[Budget, ...]:
+        with self._lock:
+            return self._read_budgets()
+
+    def _read_budgets(self) -> tuple[Budget, ...]:
         cur = self.conn.cursor()
         if self.flavor == "mysql8":
             cur.execute("SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_execution_time")
@@ -289,6 +438,9 @@ class MySQLSession(SessionConnection):
 
     async def close(self) -> None:
         self._closed = True
+        if self._reading is not None:
+            self._reading.abandon()
+        self._unwatch(arrivals=True)
         try:
             await _run(self.conn.close)  # not behind a call the session's thread may be stuck in
         except Exception:
