@@ -244,12 +244,16 @@ def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tm
     assert processes_mentioning(str(server_tmp)) == []
 
 
+@pytest.mark.parametrize("burst", [False, True], ids=["typed", "one-burst"])
 @pytest.mark.parametrize("letter", ["c", "b"])
-def test_alt_letter_in_a_real_terminal_switches_panels(tmp_path, server_tmp, letter):
+def test_alt_letter_in_a_real_terminal_switches_panels(tmp_path, server_tmp, letter, burst):
     """A terminal sends Alt+C as ESC c (Textual: key "alt+c" with the character "c"):
     the focused panel's input must not type the "c", and the app's Alt+C must move
     to session C (it typed "cSELECT ..." into A before).  Alt+B is ESC b, which
-    Textual reads as Ctrl+Left (iTerm's word-left): it moved A's cursor instead."""
+    Textual reads as Ctrl+Left (iTerm's word-left): it moved A's cursor instead.
+    In one burst (Alt+C and the SQL in one write: a fast typist, a paste, tmux
+    send-keys) the SQL must land in C too: it landed in A while the focus moved
+    only on a later turn."""
     upper = letter.upper().encode()
     term = Terminal([], lockrace_env(server_tmp, TERM="xterm-256color"))
     try:
@@ -257,9 +261,12 @@ def test_alt_letter_in_a_real_terminal_switches_panels(tmp_path, server_tmp, let
         # panels already show their inputs, but a statement would be refused: "Not connected yet")
         assert term.read_until(b"-- PostgreSQL", 60), term.screen[-2000:]
         term.settle(0.5)
-        os.write(term.master, b"\x1b" + letter.encode())  # Alt+<letter>, as the terminal sends it
-        term.settle(0.3)
-        os.write(term.master, b"SELECT 'alt'\r")
+        if burst:
+            os.write(term.master, b"\x1b" + letter.encode() + b"SELECT 'alt'\r")
+        else:
+            os.write(term.master, b"\x1b" + letter.encode())  # Alt+<letter>, as the terminal sends it
+            term.settle(0.3)
+            os.write(term.master, b"SELECT 'alt'\r")
         shown = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]", " ", term.text) \
             if not term.read_until(upper + b"> SELECT 'alt'", 10) else ""
         assert not shown, " ".join(shown.split())[-1500:]

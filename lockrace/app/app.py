@@ -124,10 +124,10 @@ class LockraceApp(App[int]):
         Binding("ctrl+n", "editor", "Multi-line", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("f10", "zoom", "Zoom"),
-        Binding("alt+a", "focus_session('A')", "Session A", show=False),
-        Binding("alt+b", "focus_session('B')", "Session B", show=False),
-        Binding("alt+c", "focus_session('C')", "Session C", show=False),
-        Binding("alt+d", "focus_session('D')", "Session D", show=False),
+        Binding("alt+a", "focus_session('A')", "Session A", show=False, priority=True),
+        Binding("alt+b", "focus_session('B')", "Session B", show=False, priority=True),
+        Binding("alt+c", "focus_session('C')", "Session C", show=False, priority=True),
+        Binding("alt+d", "focus_session('D')", "Session D", show=False, priority=True),
     ]
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -730,6 +730,14 @@ class LockraceApp(App[int]):
                 return
             node = node.parent
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Alt+A..D are priority bindings (handled before the key reaches the focused
+        # input, so that the keys after them go to the new panel); over a dialog they
+        # are not ours: the key goes to the dialog as before
+        if action == "focus_session" and len(self.screen_stack) > 1:
+            return False
+        return True
+
     def action_focus_session(self, name: str) -> None:
         """Focus session ``name``'s panel; Alt+A..D name the four slots when sessions have other names."""
         panel = self.panels.get(name)
@@ -743,7 +751,9 @@ class LockraceApp(App[int]):
                 self._apply_size()
                 self.call_after_refresh(panel.input.focus)
                 return
-            panel.input.focus()
+            # at once, not on a later turn as Widget.focus does: keys that came in the same
+            # burst (a fast typist, a paste, tmux send-keys) are already queued behind this one
+            panel.input.screen.set_focus(panel.input)
 
     def action_editor(self) -> None:
         """A multi-line editor whose text runs in the focused session."""
