@@ -31,9 +31,9 @@ from pymysql.constants import CLIENT, COMMAND, SERVER_STATUS
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
-from . import arrival
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
+from .loop_answer import SocketWatch
 from .mysql_answer import LoopRead
 from .queries import query
 from .worker import SessionThread
@@ -155,7 +155,7 @@ _LOOP_DRIVER = all(hasattr(pymysql.connections.Connection, name)
     hasattr(pymysql.cursors.SSCursor, name) for name in ("_clear_result", "_do_get_result"))
 
 
-class MySQLSession(SessionConnection):
+class MySQLSession(SocketWatch, SessionConnection):
     def __init__(self, conn: _Connection, name: str, flavor: str, prepared_xa: set[str] | None = None,
                  budget_prefix: str = ""):
         self.conn = conn
@@ -171,11 +171,7 @@ class MySQLSession(SessionConnection):
         # whoever uses the connection holds this: the session's thread, or the loop from a
         # send until its answer is read (see mysql_answer.py)
         self._lock = threading.Lock()
-        self._reading: LoopRead | None = None
-        self._watch_loop: asyncio.AbstractEventLoop | None = None  # the loop that has a reader on the socket
-        self._watch_fd = -1
-        self._arrival_fd = -1
-        self._arrival_sig = 0
+        self._init_watch()
 
     def _note_xa(self, sql: str) -> None:
         for verb, xid in _XA_END.findall(sql):
@@ -215,41 +211,9 @@ class MySQLSession(SessionConnection):
         self._reading = reading = LoopRead(self, sql, cur, t0, loop, on_answer)
         return reading.future
 
-    def _watching(self) -> asyncio.AbstractEventLoop | None:
-        """The running loop, once it watches this session's socket (a reader, and
-        arrivals noted: see arrival.py); None where it cannot."""
-        loop = asyncio.get_running_loop()
-        if self._watch_loop is not None and self._watch_loop is not loop:
-            return None
+    def _socket_fd(self) -> int | None:
         sock = self.conn._sock
-        if sock is None:
-            return None
-        fd = sock.fileno()
-        if self._arrival_fd != fd:
-            signum = arrival.watch(fd)
-            if signum is None:
-                return None
-            self._arrival_fd, self._arrival_sig = fd, signum
-        arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
-        if self._watch_loop is None:
-            loop.add_reader(fd, self._readable)
-            self._watch_loop, self._watch_fd = loop, fd
-        return loop
-
-    def _readable(self) -> None:
-        if self._reading is not None:
-            self._reading.readable()
-        else:  # the thread reads now: the loop stops looking
-            self._unwatch()
-
-    def _unwatch(self, arrivals: bool = False) -> None:
-        if self._watch_loop is not None:
-            with contextlib.suppress(Exception):
-                self._watch_loop.remove_reader(self._watch_fd)
-            self._watch_loop = None
-        if arrivals and self._arrival_fd >= 0:
-            arrival.unwatch(self._arrival_fd, self._arrival_sig)
-            self._arrival_fd = -1
+        return sock.fileno() if sock is not None else None
 
     def _execute(self, sql: str, sent: tuple | None = None, arrived_ns: int | None = None) -> StatementResult:
         """Run ``sql`` and time it; ``sent``: (cursor, t0) when it was sent already and

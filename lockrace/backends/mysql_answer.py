@@ -37,6 +37,7 @@ from pymysql.constants import SERVER_STATUS
 
 from ..core.events import StatementResult
 from . import arrival
+from .loop_answer import LoopAnswer
 
 if TYPE_CHECKING:
     from .mysql import MySQLSession
@@ -128,17 +129,16 @@ class Replay:
         self.rest.close()
 
 
-class LoopRead:
+class LoopRead(LoopAnswer):
     """One answer to a statement sent from the loop: read there if it is whole
     and short, otherwise by the session's thread.  Holds the session's
     connection lock until the answer is read to its end."""
 
-    __slots__ = ("loop", "future", "session", "sql", "cursor", "t0", "on_answer", "outcome_1205", "_ready")
+    __slots__ = ("session", "sql", "cursor", "t0", "outcome_1205", "_ready")
 
     def __init__(self, session: "MySQLSession", sql: str, cursor, t0: int, loop: asyncio.AbstractEventLoop,
                  on_answer=None):
-        self.loop, self.on_answer = loop, on_answer
-        self.future: asyncio.Future = loop.create_future()
+        super().__init__(loop, on_answer)
         self.session, self.sql, self.cursor, self.t0 = session, sql, cursor, t0
         self.outcome_1205: str | None = None
         # what a lock wait timeout would mean, worked out once the loop has slept: not
@@ -197,14 +197,6 @@ class LoopRead:
         rest = session._thread().submit(session._execute_refreshed, self.sql, (self.cursor, self.t0))
         rest.add_done_callback(self._from_thread)
 
-    def _from_thread(self, rest: asyncio.Future) -> None:
-        if rest.cancelled() or self.future.done():
-            return
-        if rest.exception() is not None:
-            self.future.set_exception(rest.exception())
-        else:
-            self._settle(rest.result())
-
     def abandon(self) -> None:
         """The session closes while its answer is still awaited."""
         if self._ready is not None:
@@ -213,13 +205,3 @@ class LoopRead:
         self.session._reading = None
         self.session._lock.release()
         self._settle(StatementResult("connection_lost", message="the session was closed"))
-
-    def _settle(self, result: StatementResult) -> None:
-        if self.future.done():
-            return  # the caller stopped waiting
-        if self.on_answer is not None:
-            try:
-                self.on_answer(result, True)
-            except Exception as exc:  # the caller's task takes the answer in as usual
-                self.loop.call_exception_handler({"message": "lockrace: answer hook failed", "exception": exc})
-        self.future.set_result(result)

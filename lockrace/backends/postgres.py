@@ -25,6 +25,7 @@ from ..servers.target import Target, redact
 from . import sandbox as sandbox_mod
 from . import arrival
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
+from .loop_answer import LoopAnswer, SocketWatch
 from .queries import query
 from .worker import SessionThread
 
@@ -119,7 +120,7 @@ def _drain_copy(pgconn):
         pgconn.consume_input()
 
 
-class PostgresSession(SessionConnection):
+class PostgresSession(SocketWatch, SessionConnection):
     """One session's connection: a plain psycopg connection (non-blocking libpq)
     whose short answers are read on the event loop and long ones on the
     session's own worker thread (see ``send``): a statement's elapsed time is
@@ -134,11 +135,7 @@ class PostgresSession(SessionConnection):
         self._copied = False  # the last statement line ran a COPY FROM STDIN / TO STDOUT (see _stream)
         self.standby: bool | None = None  # connected to a hot standby (read with the budgets)
         self._worker: SessionThread | None = None
-        self._reading: _LoopRead | None = None  # an answer being read on the loop
-        self._watch_loop: asyncio.AbstractEventLoop | None = None  # the loop that has a reader on the socket
-        self._watch_fd = -1
-        self._arrival_fd = -1  # the socket whose arrivals are noted (see arrival.py)
-        self._arrival_sig = 0
+        self._init_watch()
         conn.add_notice_handler(self._on_notice)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
@@ -180,38 +177,8 @@ class PostgresSession(SessionConnection):
         self._reading = reading = _LoopRead(self, sql, t0, loop, on_answer)
         return reading.future
 
-    def _watching(self) -> asyncio.AbstractEventLoop | None:
-        """The running loop, once it watches this session's socket (a reader, and
-        arrivals noted: see arrival.py); None where it cannot."""
-        loop = asyncio.get_running_loop()
-        if self._watch_loop is not None and self._watch_loop is not loop:
-            return None
-        fd = self.conn.pgconn.socket
-        if self._arrival_fd != fd:
-            signum = arrival.watch(fd)
-            if signum is None:
-                return None
-            self._arrival_fd, self._arrival_sig = fd, signum
-        arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
-        if self._watch_loop is None:
-            loop.add_reader(fd, self._readable)
-            self._watch_loop, self._watch_fd = loop, fd
-        return loop
-
-    def _readable(self) -> None:
-        if self._reading is not None:
-            self._reading.readable()
-        else:  # the thread reads now (a long answer, the budgets): the loop stops looking
-            self._unwatch()
-
-    def _unwatch(self, arrivals: bool = False) -> None:
-        if self._watch_loop is not None:
-            with contextlib.suppress(Exception):
-                self._watch_loop.remove_reader(self._watch_fd)
-            self._watch_loop = None
-        if arrivals and self._arrival_fd >= 0:
-            arrival.unwatch(self._arrival_fd, self._arrival_sig)
-            self._arrival_fd = -1
+    def _socket_fd(self) -> int | None:
+        return self.conn.pgconn.socket
 
     def _start(self, data: bytes) -> None:
         """Put the query on its way (the connection's lock held)."""
@@ -439,7 +406,7 @@ _COPY = (pq.ExecStatus.COPY_IN, pq.ExecStatus.COPY_OUT)
 _FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
 
 
-class _LoopRead:
+class _LoopRead(LoopAnswer):
     """One answer read on the event loop, which the socket wakes as it would a
     bare driver call: a short answer (an error, a command's tag, a few rows) is
     in the caller's hands with no thread hop.  Nothing here blocks: libpq only
@@ -451,11 +418,10 @@ class _LoopRead:
     streaming in, statements still running, a COPY) is handed to the session's
     thread, which reads and times the rest."""
 
-    __slots__ = ("loop", "future", "session", "sql", "t0", "taken", "decided_ns", "on_answer", "looked_ns", "answer")
+    __slots__ = ("session", "sql", "t0", "taken", "decided_ns", "looked_ns", "answer")
 
     def __init__(self, session: PostgresSession, sql: str, t0: int, loop: asyncio.AbstractEventLoop, on_answer=None):
-        self.loop, self.on_answer = loop, on_answer
-        self.future: asyncio.Future = loop.create_future()
+        super().__init__(loop, on_answer)
         self.session, self.sql, self.t0 = session, sql, t0
         self.taken: list = []
         self.decided_ns: int | None = None  # an error read, its ReadyForQuery still to come
@@ -515,14 +481,6 @@ class _LoopRead:
         rest = session._thread().submit(session._execute, self.sql, b"", self.t0, tuple(self.taken))
         rest.add_done_callback(self._from_thread)
 
-    def _from_thread(self, rest: asyncio.Future) -> None:
-        if rest.cancelled() or self.future.done():
-            return
-        if rest.exception() is not None:
-            self.future.set_exception(rest.exception())
-        else:
-            self._settle(rest.result())
-
     def _fail(self, exc: BaseException, now: int) -> None:
         session = self.session
         session._reading = None
@@ -547,18 +505,6 @@ class _LoopRead:
         self.session.conn.lock.release()
         self._settle(StatementResult("connection_lost", message="the session was closed"))
 
-    def _tell(self, result: StatementResult, final: bool) -> None:
-        if self.on_answer is not None:
-            try:
-                self.on_answer(result, final)
-            except Exception as exc:  # the caller's task takes the answer in as usual
-                self.loop.call_exception_handler({"message": "lockrace: answer hook failed", "exception": exc})
-
-    def _settle(self, result: StatementResult) -> None:
-        if self.future.done():
-            return  # the caller stopped waiting
-        self._tell(result, final=True)
-        self.future.set_result(result)
 
 
 class PostgresMonitor(MonitorConnection):
