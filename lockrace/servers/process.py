@@ -154,8 +154,7 @@ class PrivateServer:
             with self._starting:
                 argv = self._prepare(self.dir)
                 chown_tree(self.dir, self.user, self._check_cancelled)
-                if self._cancelled:  # a stop waits for this lock: it removes the directory next
-                    raise ServerStartError(f"the private {self.kind} server was stopped while it started")
+                self._check_cancelled()  # a stop waits for this lock: it removes the directory next
                 self.log_path = self.dir / "server.log"
                 self.proc = self._spawn(argv)
             deadline = time.monotonic() + timeout
