@@ -61,3 +61,19 @@ def test_wait_clause_and_skip_locked():
     assert with_skip("ok", "SELECT * FROM jobs FOR UPDATE SKIP LOCKED", 2) == "skipped"
     assert with_skip("ok", "SELECT * FROM jobs FOR UPDATE SKIP LOCKED", 0) == "ok"
     assert with_skip("ok", "SELECT * FROM jobs FOR UPDATE", 2) == "ok"
+
+
+def test_a_server_error_made_the_short_way_equals_the_usual_one():
+    """StatementResult.server_error (the refusal's short way to its caller) gives what
+    the generated constructor gives: every other field at its default, its own lists."""
+    from lockrace.core.events import StatementResult
+
+    short = StatementResult.server_error("timed_out", "1205", "HY000", "Lock wait timeout exceeded", 10, 5)
+    usual = StatementResult("timed_out", code="1205", sqlstate="HY000", message="Lock wait timeout exceeded",
+                            started_ns=10, elapsed_ns=5)
+    assert short == usual
+    assert repr(short) == repr(usual)
+    other = StatementResult.server_error("refused", "1205", "HY000", "x", 1, 1)
+    short.notices.append("n")
+    assert other.notices == [] and usual.notices == []
+    assert short.rows is not other.rows and short.result_sets is not other.result_sets

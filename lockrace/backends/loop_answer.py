@@ -33,7 +33,10 @@ class SocketWatch:
         """The running loop, once it watches this session's socket (a reader, and
         arrivals noted: see arrival.py); None where it cannot."""
         loop = asyncio.get_running_loop()
-        if self._watch_loop is not None and self._watch_loop is not loop:
+        if self._watch_loop is loop:  # watched since an earlier statement (the socket stays while open)
+            arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
+            return loop
+        if self._watch_loop is not None:
             return None
         fd = self._socket_fd()
         if fd is None:

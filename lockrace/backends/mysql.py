@@ -152,7 +152,7 @@ _LOOP_SQL_MAX = 4096  # characters; a longer statement is sent by the session's 
 # the PyMySQL internals a send from the loop uses (1.1 and 1.2 have them)
 _LOOP_DRIVER = all(hasattr(pymysql.connections.Connection, name)
                    for name in ("_execute_command", "_read_query_result")) and all(
-    hasattr(pymysql.cursors.SSCursor, name) for name in ("_clear_result", "_do_get_result"))
+    hasattr(pymysql.cursors.SSCursor, name) for name in ("_do_get_result",))
 
 
 class MySQLSession(SocketWatch, SessionConnection):
@@ -183,7 +183,7 @@ class MySQLSession(SocketWatch, SessionConnection):
 
     @property
     def closed(self) -> bool:
-        return self._closed or not self.conn.open
+        return self._closed or self.conn._sock is None  # (PyMySQL's Connection.open, one call less)
 
     def send(self, sql: str, on_answer=None) -> asyncio.Future | None:
         """Send a short ``sql`` now, from the loop, and watch for its answer there
@@ -199,37 +199,32 @@ class MySQLSession(SocketWatch, SessionConnection):
             if loop is None:
                 self._lock.release()
                 return None
-            cur = self.conn.cursor(pymysql.cursors.SSCursor)
             data = sql.encode(self.conn.encoding)
             t0 = perf_counter_ns()
-            cur._clear_result()
-            cur._executed = sql  # as cursor.execute notes it (fetches check it)
             self.conn._execute_command(COMMAND.COM_QUERY, data)  # a short write into the socket's buffer
         except BaseException:  # a dead socket: the thread's attempt says so
             self._lock.release()
             return None
-        self._reading = reading = LoopRead(self, sql, cur, t0, loop, on_answer)
+        self._reading = reading = LoopRead(self, sql, t0, loop, on_answer)
         return reading.future
 
     def _socket_fd(self) -> int | None:
         sock = self.conn._sock
         return sock.fileno() if sock is not None else None
 
-    def _execute(self, sql: str, sent: tuple | None = None, arrived_ns: int | None = None) -> StatementResult:
-        """Run ``sql`` and time it; ``sent``: (cursor, t0) when it was sent already and
+    def _execute(self, sql: str, sent_ns: int | None = None, arrived_ns: int | None = None) -> StatementResult:
+        """Run ``sql`` and time it; ``sent_ns``: when it was sent already (see send) and
         only its answer is to be read (``arrived_ns``: when that answer came)."""
         # Unbuffered: rows are read off the socket as they come, the first ROW_LIMIT
         # kept and the rest only counted, so a huge result never sits in memory.
         sets: list[StatementResult] = []
-        if sent is None:
-            cur = self.conn.cursor(pymysql.cursors.SSCursor)
-            t0 = perf_counter_ns()
-        else:
-            cur, t0 = sent
+        cur = self.conn.cursor(pymysql.cursors.SSCursor)
+        t0 = perf_counter_ns() if sent_ns is None else sent_ns
         try:
-            if sent is None:
+            if sent_ns is None:
                 cur.execute(sql)
             else:
+                cur._executed = sql  # as cursor.execute notes it (fetches check it)
                 conn = self.conn
                 conn._affected_rows = conn._read_query_result(unbuffered=True)
                 cur._do_get_result()
@@ -287,8 +282,8 @@ class MySQLSession(SocketWatch, SessionConnection):
             outcome = "connection_lost"
         elif outcome is None:
             outcome = classify_mysql(errno, message, sql)
-        return StatementResult(outcome, code=str(errno) if errno is not None else "", message=message,
-                               sqlstate=sqlstate, elapsed_ns=t1 - t0, started_ns=t0, result_sets=sets)
+        return StatementResult.server_error(outcome, str(errno) if errno is not None else "", sqlstate, message,
+                                            t0, t1 - t0, sets)
 
     @staticmethod
     def lock_error_outcome(sql: str) -> str:
@@ -311,16 +306,18 @@ class MySQLSession(SocketWatch, SessionConnection):
             sqlstate, message = packet[8:13].decode("ascii", "replace"), packet[13:].decode("utf-8", "replace")
         else:
             sqlstate, message = "HY000", packet[7:].decode("utf-8", "replace")
-        return self._error_answer(errno, message, sqlstate, sql, t0, t1, [], outcome_1205 if errno == 1205 else None)
+        if errno == 1205 and outcome_1205 is not None:  # the usual one: what it means is known already
+            return StatementResult.server_error(outcome_1205, "1205", sqlstate, message, t0, t1 - t0)
+        return self._error_answer(errno, message, sqlstate, sql, t0, t1, [])
 
-    def _execute_refreshed(self, sql: str, sent: tuple | None = None) -> StatementResult:
+    def _execute_refreshed(self, sql: str, sent_ns: int | None = None) -> StatementResult:
         """On the session's thread: ``_execute``, with the session's status flags true
-        afterwards.  ``sent``: sent from the loop, which holds the connection's lock
-        and hands it over with the rest of the answer."""
-        if sent is None:
+        afterwards.  ``sent_ns``: sent from the loop then, which holds the connection's
+        lock and hands it over with the rest of the answer."""
+        if sent_ns is None:
             self._lock.acquire()
         try:
-            result = self._execute(sql, sent)
+            result = self._execute(sql, sent_ns)
             if self._needs_status(result):
                 self._read_status()
         finally:

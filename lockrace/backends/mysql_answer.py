@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from pymysql.constants import SERVER_STATUS
 
 from ..core.events import StatementResult
-from . import arrival
+from .arrival import take as take_arrival
 from .loop_answer import LoopAnswer
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 PEEK_BYTES = 16384  # a longer answer is read on the session's thread
 GET_READY_S = 0.001
 _MORE_RESULTS = SERVER_STATUS.SERVER_MORE_RESULTS_EXISTS
+_DONTWAIT = socket.MSG_DONTWAIT
 
 
 def _packets(buf: bytes):
@@ -134,12 +135,12 @@ class LoopRead(LoopAnswer):
     and short, otherwise by the session's thread.  Holds the session's
     connection lock until the answer is read to its end."""
 
-    __slots__ = ("session", "sql", "cursor", "t0", "outcome_1205", "_ready")
+    __slots__ = ("session", "sql", "t0", "outcome_1205", "_ready")
 
-    def __init__(self, session: "MySQLSession", sql: str, cursor, t0: int, loop: asyncio.AbstractEventLoop,
+    def __init__(self, session: "MySQLSession", sql: str, t0: int, loop: asyncio.AbstractEventLoop,
                  on_answer=None):
         super().__init__(loop, on_answer)
-        self.session, self.sql, self.cursor, self.t0 = session, sql, cursor, t0
+        self.session, self.sql, self.t0 = session, sql, t0
         self.outcome_1205: str | None = None
         # what a lock wait timeout would mean, worked out once the loop has slept: not
         # now, while the server needs the CPU for the statement just sent
@@ -151,13 +152,13 @@ class LoopRead(LoopAnswer):
 
     def readable(self) -> None:
         now = perf_counter_ns()
-        seen = arrival.take(self.session._arrival_sig)
+        session = self.session
+        seen = take_arrival(session._arrival_sig)
         if self.t0 < seen < now:
             now = seen  # the loop was busy when it came
-        session = self.session
         sock = session.conn._sock
         try:
-            buf = sock.recv(PEEK_BYTES, socket.MSG_DONTWAIT) if sock is not None else b""
+            buf = sock.recv(PEEK_BYTES, _DONTWAIT) if sock is not None else b""
         except (BlockingIOError, InterruptedError):
             return  # nothing after all: the next wake-up
         except OSError:
@@ -174,11 +175,10 @@ class LoopRead(LoopAnswer):
                 return
         session._reading = None
         try:
-            if lone_error:  # the usual refusal or lock wait timeout: read without PyMySQL
-                self.cursor = None
+            if lone_error:  # the usual refusal or lock wait timeout: read without PyMySQL (or a cursor)
                 result = session.take_lone_error(self.sql, buf, self.t0, now, self.outcome_1205)
             else:
-                result = session._execute(self.sql, (self.cursor, self.t0), now)
+                result = session._execute(self.sql, self.t0, now)
         except BaseException as exc:  # a bug: never left to the loop
             result = StatementResult("error", message=f"{type(exc).__name__}: {exc}", started_ns=self.t0,
                                      elapsed_ns=now - self.t0)
@@ -194,7 +194,7 @@ class LoopRead(LoopAnswer):
         session = self.session
         session._reading = None
         session._unwatch()  # the thread reads the socket now; the loop must not wake on it
-        rest = session._thread().submit(session._execute_refreshed, self.sql, (self.cursor, self.t0))
+        rest = session._thread().submit(session._execute_refreshed, self.sql, self.t0)
         rest.add_done_callback(self._from_thread)
 
     def abandon(self) -> None:

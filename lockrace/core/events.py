@@ -100,6 +100,20 @@ class StatementResult:
     result_sets: list["StatementResult"] = field(default_factory=list)
     """For multi-statement texts: every result set, in order (this object is the last)."""
 
+    @classmethod
+    def server_error(cls, outcome: str, code: str, sqlstate: str, message: str, started_ns: int, elapsed_ns: int,
+                     result_sets: list | None = None) -> "StatementResult":
+        """An error the server answered with, made without the generated __init__ (its
+        27 fields): it lies on a refusal's or a lock wait timeout's way to the caller,
+        where, after a quiet spell, each line of Python costs several times its usual
+        time (see backends/mysql_answer.py).  The fields not given keep their defaults."""
+        result = object.__new__(cls)
+        result.outcome, result.code, result.sqlstate, result.message = outcome, code, sqlstate, message
+        result.started_ns, result.elapsed_ns = started_ns, elapsed_ns
+        result.columns, result.rows, result.notices = [], [], []
+        result.result_sets = [] if result_sets is None else result_sets
+        return result
+
     @property
     def total_rows(self) -> int:
         """How many rows the statement returned, including those not kept."""
