@@ -198,3 +198,34 @@ def test_budget_of_lock_table_nowait_and_fractional_wait():
     maria = Session("B", None, "mariadb")
     assert maria.budget_for("SELECT id FROM a FOR UPDATE WAIT 0.5") == Budget("WAIT 0.5 (read as 0)", 0.0)
     assert maria.budget_for("SELECT id FROM a FOR UPDATE WAIT 2") == Budget("WAIT 2", 2000.0)
+
+
+def test_a_plain_statements_budget_follows_the_sessions_budgets():
+    """A statement naming no budget of its own gets the session's, worked out once per
+    set of budgets: a changed set is seen by the next statement, and a DDL statement
+    (or a metadata-lock wait) gets lock_wait_timeout where a row read gets innodb's."""
+    from lockrace.core.events import Budget
+    from lockrace.engine.session import Session
+
+    maria = Session("B", None, "mariadb")
+    assert maria.budget_for("SELECT 1") is None
+    maria.budgets = (Budget("innodb_lock_wait_timeout", 50_000.0), Budget("lock_wait_timeout", 86_400_000.0),
+                     Budget("max_statement_time", 0.0))
+    row = "SELECT id FROM a WHERE id = 1 FOR UPDATE"
+    assert maria.budget_for(row) == Budget("innodb_lock_wait_timeout", 50_000.0)
+    assert maria.budget_for("ALTER TABLE a ADD COLUMN c INT") == Budget("lock_wait_timeout", 86_400_000.0)
+    assert maria.budget_for(row, metadata=True) == Budget("lock_wait_timeout", 86_400_000.0)
+    maria.budgets = (Budget("innodb_lock_wait_timeout", 1_000.0), Budget("lock_wait_timeout", 86_400_000.0),
+                     Budget("max_statement_time", 300.0))
+    assert maria.budget_for(row) == Budget("max_statement_time", 300.0)
+    maria.budgets = (Budget("innodb_lock_wait_timeout", 0.0), Budget("lock_wait_timeout", 86_400_000.0),
+                     Budget("max_statement_time", 0.0))
+    assert maria.budget_for(row) == Budget("innodb_lock_wait_timeout = 0", 0.0)
+    # a budget named in the statement itself is read from its text, whatever the session's
+    assert maria.budget_for("SET STATEMENT innodb_lock_wait_timeout = 3 FOR " + row) == \
+        Budget("SET STATEMENT innodb_lock_wait_timeout", 3000.0)
+    pg = Session("B", None, "postgres")
+    pg.budgets = (Budget("lock_timeout", 100.0), Budget("statement_timeout", 0.0))
+    assert pg.budget_for("UPDATE a SET v = 1") == Budget("lock_timeout", 100.0)
+    pg.budgets = (Budget("lock_timeout", 0.0), Budget("statement_timeout", 0.0))
+    assert pg.budget_for("UPDATE a SET v = 1") is None

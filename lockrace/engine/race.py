@@ -306,23 +306,29 @@ class Race:
         if previous is not None and not previous.answered.is_set():
             raise SessionBusy(f"session {name} is still running a statement")
         self._next_id += 1
-        stmt = RunningStatement(self._next_id, sql, perf_counter_ns(), session.budget_for(sql))
+        stmt_id, started_ns = self._next_id, perf_counter_ns()
+        budget, budget_known, sent, announced = None, False, None, False
+        if previous is None and self.nodes is None and "\x00" not in sql:
+            # Before the send, only what must precede it: the listeners hear of the
+            # statement first, in the order statements are started (their work is done
+            # before the server gets it, not while it needs the CPU: see
+            # _LAUNCH_AFTER_S).  Then it is on its way to the server before anything
+            # else happens (a cluster's node may first have to prepare: see _before);
+            # the answer comes on a later turn of the loop.
+            announced = True
+            if self._listeners:
+                budget, budget_known = session.budget_for(sql), True
+                self.emit(StatementStarted(session.name, started_ns, stmt_id, sql, budget, node=session.node))
+            sent = session.conn.send(sql, partial(self._on_answer, session, stmt_id))  # None: closed, busy
+        stmt = RunningStatement(stmt_id, sql, started_ns, budget if budget_known else session.budget_for(sql))
+        stmt.announced, stmt.sent = announced, sent
         session.running = stmt
-        if previous is None and self.nodes is None and not session.conn.closed and "\x00" not in sql:
-            # The listeners hear of it first, in the order statements are started (their
-            # work is done before the server gets the statement, not while it needs the
-            # CPU: see _LAUNCH_AFTER_S); then it is on its way to the server before
-            # anything else happens (a cluster's node may first have to prepare: see
-            # _before).  The answer comes on a later turn of the loop.
-            stmt.announced = True
-            self.emit(StatementStarted(session.name, stmt.started_ns, stmt.stmt_id, sql, stmt.budget,
-                                       node=session.node))
-            stmt.sent = session.conn.send(sql, partial(self._on_answer, session, stmt))
         if stmt.sent is not None:
             # the task starts once the loop has slept, or as the answer is in (read on the
             # loop or on the session's thread), whichever is first: after the caller's turn
             stmt.launch = asyncio.get_running_loop().call_later(_LAUNCH_AFTER_S, self._launch, session, stmt, previous)
-            stmt.sent.add_done_callback(lambda _: self._launch(session, stmt, previous))
+            stmt.on_sent = lambda _: self._launch(session, stmt, previous)
+            stmt.sent.add_done_callback(stmt.on_sent)
         else:
             self._launch(session, stmt, previous)
         return stmt
@@ -335,6 +341,9 @@ class Race:
         if stmt.launch is not None:
             stmt.launch.cancel()
             stmt.launch = None
+        if stmt.on_sent is not None:  # launched: the answer has no task to start (one callback less on its way)
+            stmt.sent.remove_done_callback(stmt.on_sent)
+            stmt.on_sent = None
         self._read_text(session, stmt)
         stmt.task = asyncio.create_task(self._execute(session, stmt, previous),
                                         name=f"lockrace-{session.name}-{stmt.stmt_id}")
@@ -360,7 +369,11 @@ class Race:
         same result (``held_by``, and a ``StatementExplained`` event) before the
         session takes its next statement; ``settled`` waits for all of it."""
         stmt = self.submit(name, sql)
-        await stmt.answered.wait()
+        if not stmt.answered.is_set():
+            # a future of its own, not the Event's wait: the answer reaches the caller
+            # with a few lines of Python less (see _answered)
+            stmt.waiter = asyncio.get_running_loop().create_future()
+            await stmt.waiter
         assert stmt.result is not None
         return stmt.result
 
@@ -441,7 +454,7 @@ class Race:
             session.wrote_in_txn = False
         elif _WRITES.match(stmt.sql) and (result.outcome == "ok" or result.result_sets):
             session.wrote_in_txn = True  # its uncommitted changes: no skipped rows for its own reads
-        stmt.answered.set()  # the caller has its answer; what follows is asked after it
+        _answered(stmt)  # the caller has its answer; what follows is asked after it
         if result.outcome == "refused":
             await asyncio.sleep(0)  # let the caller go on first: setting up the question is not its wait
             await self._name_holders(session, stmt, result)
@@ -449,9 +462,8 @@ class Race:
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
 
-    def _on_answer(self, session: Session, stmt: RunningStatement, result: StatementResult,
-                   final: bool = True) -> None:
-        """The driver has the answer to ``stmt``, on the
+    def _on_answer(self, session: Session, stmt_id: int, result: StatementResult, final: bool = True) -> None:
+        """The driver has the answer to statement ``stmt_id``, on the
         loop (see SessionConnection.send): when nothing more is to be asked of the
         server, the caller has it from here, a turn of the loop before the
         statement's task wakes up.
@@ -462,7 +474,11 @@ class Race:
         said, in a session outside any transaction, reaches the caller right
         there: the server ends an implicit transaction, so the session is idle
         once it is ready again.  The statement's task checks that (``_execute``)."""
-        self._read_text(session, stmt)
+        stmt = session.running
+        if stmt is None or stmt.stmt_id != stmt_id:
+            return  # ended already (cancelled while closing): nobody waits for it
+        if not stmt.text_read:
+            self._read_text(session, stmt)
         if self.nodes is not None or (result.outcome == "ok" and stmt.skip_locked):
             return  # the task takes it in: it has more to ask
         if stmt.result is None:
@@ -475,7 +491,7 @@ class Race:
             self._answer_if_known(session, stmt)
         elif result.code in _LOCK_ERROR_STATES and not result.result_sets and session.txn == "idle" \
                 and session.budgets and not stmt.touches_budgets:
-            stmt.answered.set()
+            _answered(stmt)
             stmt.told_early = True
 
     def _take_in(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
@@ -509,7 +525,7 @@ class Race:
             return
         txn = session.conn.txn_state_now()
         if txn is not None and txn == session.txn:
-            stmt.answered.set()
+            _answered(stmt)
 
     def _track_prepared(self, session: Session, sql: str, result: StatementResult) -> None:
         pg = self.backend.engine == "postgres"
@@ -599,7 +615,7 @@ class Race:
     def _release(self, session: Session, stmt: RunningStatement) -> None:
         if session.running is stmt:
             session.running = None
-        stmt.answered.set()
+        _answered(stmt)
         stmt.done.set()
         stmt.blocked.set()  # wake anyone waiting for "blocked or done"
 
@@ -954,6 +970,14 @@ def _track_metadata(session: Session, sql: str, result: StatementResult) -> None
     elif result.outcome in ("ok", "skipped") or result.lock is None or result.lock.kind != "metadata":
         # a statement that ran inside a transaction keeps its tables' metadata locks until it ends
         session.tables_in_txn |= {t.lower() for t in _NAMED_TABLES.findall(sql)}
+
+
+def _answered(stmt: RunningStatement) -> None:
+    """The statement's answer is in (``stmt.result``): whoever waits for it goes on."""
+    stmt.answered.set()
+    waiter = stmt.waiter
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 def _consume(task: asyncio.Future) -> None:

@@ -15,9 +15,10 @@ _PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)
 _ASSIGNMENT = re.compile(r"(\w+)\s*=\s*([0-9.]+)")
 _DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
+_DDL_WORDS = ("ALTER", "CREATE", "DROP", "TRUNCATE", "RENAME", "LOCK", "OPTIMIZE", "ANALYZE")  # what _DDL can match
 
 
-@dataclass
+@dataclass(slots=True)
 class RunningStatement:
     stmt_id: int
     sql: str
@@ -41,8 +42,10 @@ class RunningStatement:
     may_prepare: bool = False  # PREPARE TRANSACTION / XA: the race keeps track of prepared transactions
     skip_locked: bool = False  # SKIP LOCKED: the rows it passed over are counted after it
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # the server's answer is in: ``result``
+    waiter: asyncio.Future | None = None  # Race.run's own wait for the answer
+    on_sent: object | None = None  # the callback that starts the task if the answer comes before its timer
     done: asyncio.Event = field(default_factory=asyncio.Event)  # and what was asked after it: the session is free
-    blocked: asyncio.Event = field(default_factory=asyncio.Event)
+    blocked: asyncio.Event = field(default_factory=asyncio.Event)  # the server reports it blocked (or it is done)
     result: StatementResult | None = None
 
 
@@ -61,6 +64,8 @@ class Session:
         self.tables_in_txn: set[str] = set()  # tables its open transaction touched
         self.locked_tables: set[str] = set()  # LOCK TABLES
         self.global_read_lock = False  # FLUSH TABLES WITH READ LOCK
+        self._plain_for: tuple[Budget, ...] | None = None  # the budgets _plain was worked out for
+        self._plain: dict[bool, Budget | None] = {}  # a plain statement's budget (key: a metadata-lock wait)
 
     @property
     def ident(self) -> int:
@@ -71,6 +76,22 @@ class Session:
         return self.running is not None
 
     def budget_for(self, sql: str, metadata: bool = False) -> Budget | None:
+        """The wait budget that will end a lock wait of this statement, if any
+        (see ``_budget_read``).  A statement that names no budget of its own
+        (no NOWAIT, WAIT n or SET STATEMENT) gets the session's: worked out once
+        per set of budgets, not read again from each statement's text."""
+        upper = sql.upper()
+        if "WAIT" in upper or "STATEMENT" in upper:
+            return self._budget_read(sql, metadata)
+        ddl = metadata or (self.flavor != "postgres" and upper.lstrip().startswith(_DDL_WORDS)
+                           and _DDL.match(sql) is not None)
+        if self._plain_for is not self.budgets:
+            self._plain_for, self._plain = self.budgets, {}
+        if ddl not in self._plain:
+            self._plain[ddl] = self._budget_read("", ddl)
+        return self._plain[ddl]
+
+    def _budget_read(self, sql: str, metadata: bool = False) -> Budget | None:
         """The wait budget that will end a lock wait of this statement, if any.
 
         MariaDB/MySQL: ``SET STATEMENT var = n FOR ...`` overrides the session's
