@@ -5,7 +5,8 @@ from __future__ import annotations
 import concurrent.futures
 import sys
 
-from ..exitguard import EXIT_UNUSABLE
+from .. import exitguard
+from ..exitguard import EXIT_INTERRUPTED, EXIT_UNUSABLE, INTERRUPTED_LINE
 from ..scenario.errors import ScenarioError
 from ..scenario.library import resolve
 from ..servers.target import Target
@@ -42,6 +43,10 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         code = app.return_code
         for text in app.farewell:
             print(f"lockrace: {text}", file=sys.stderr)
+        if exitguard.app_guard is not None and exitguard.app_guard.fired:
+            # ended by SIGINT, SIGTERM or SIGHUP: said and exited as ``lockrace run`` does
+            print(INTERRUPTED_LINE, file=sys.stderr)
+            code = EXIT_INTERRUPTED
     finally:
         if app is not None:
             app.pool.stop_owned()  # whatever way the app ended, no server is left running
