@@ -201,18 +201,38 @@ async def test_quit_stops_the_server_the_app_started(engine):
 # ------------------------------------------------------------------ 4. cancel from the UI
 
 
+@pytest.mark.parametrize("key", ["f2", "ctrl+c"])
 @pytest.mark.parametrize("engine,sql", [("postgres", "SELECT pg_sleep(60);"), ("mysql", "SELECT SLEEP(60);")])
-async def test_f2_cancels_a_statement_that_never_finishes(engine, sql, pg_server, mysql_server):
+async def test_f2_cancels_a_statement_that_never_finishes(engine, sql, key, pg_server, mysql_server):
+    """F2, or Ctrl+C as in psql, cancels the focused session's statement on the server."""
     target = pg_server if engine == "postgres" else mysql_server
     app = LockraceApp(engine=engine, targets={engine: target})
     async with app.run_test(size=SIZE) as pilot:
         await start(app, pilot)
         await enter(pilot, app, "D", sql)
         await until(pilot, lambda: badge(app, "D") == "running", what="D running")
-        await pilot.press("f2")  # D's panel has focus
+        await pilot.press(key)  # D's panel has focus
         await finished(pilot, app, "D", 1, timeout=5)
         assert badge(app, "D") == "cancelled"
         assert app.panels["D"].status.last.code == ("57014" if engine == "postgres" else "1317")
+        await quit_app(app, pilot)
+
+
+async def test_ctrl_c_with_nothing_running_hints_at_ctrl_q_and_keeps_the_app(pg_server):
+    """Ctrl+C in an idle session cancels nothing and does not quit: Textual's hint says
+    Ctrl+Q quits (the app is still there, the session still idle)."""
+    app = LockraceApp(engine="postgres", targets={"postgres": pg_server})
+    async with app.run_test(size=SIZE) as pilot:
+        await start(app, pilot)
+        await enter(pilot, app, "A", "SELECT 1;")
+        await finished(pilot, app, "A", 1)
+        before = len(app._notifications)
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: len(app._notifications) > before, what="a notification")
+        said = " ".join(str(n.message) for n in list(app._notifications)[before:])
+        assert "ctrl+q" in said.lower() and "not running" not in said, said
+        assert app.is_running and not app.race.sessions["A"].busy
+        assert app.panels["A"].status.last.outcome == "ok"  # nothing was cancelled
         await quit_app(app, pilot)
 
 

@@ -803,6 +803,17 @@ class LockraceApp(App[int]):
         self.notify(f"Asked the server to cancel {name}'s statement." if ok
                     else f"The server did not accept the cancel for {name}.", severity="information" if ok else "warning")
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C (with no text selected in the input, where it copies): as in psql,
+        cancel the focused session's running statement; with nothing running there,
+        Textual's hint that Ctrl+Q quits."""
+        race = self.race
+        name = self.focused_session()
+        if race is not None and name in race.sessions and race.sessions[name].busy:
+            self.action_cancel()
+            return
+        super().action_help_quit()
+
     @work(group="session")
     async def action_rollback(self) -> None:
         name = self.focused_session()

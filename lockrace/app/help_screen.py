@@ -21,7 +21,8 @@ KEYS = [
     ("Tab / Shift+Tab", "next / previous session panel (or click a panel)"),
     ("Alt+A … Alt+D", "jump to session A … D; terminals sending Alt as Esc make Alt+B word-left:\n"
                       "use Tab or a click to reach B there"),
-    ("F2", "cancel the focused session's running statement (the server cancels it)"),
+    ("F2 / Ctrl+C", "cancel the focused session's running statement (the server cancels it); Ctrl+C "
+                    "works as in psql, and copies text selected in the input"),
     ("F3", "roll back the focused session's transaction"),
     ("F4", "reset the sandbox: fresh sessions, fresh tables (re-runs the scenario setup)"),
     ("F5", "scenario: run the next step"),
