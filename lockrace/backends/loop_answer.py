@@ -33,23 +33,21 @@ class SocketWatch:
         """The running loop, once it watches this session's socket (a reader, and
         arrivals noted: see arrival.py); None where it cannot."""
         loop = asyncio.get_running_loop()
-        if self._watch_loop is loop:  # watched since an earlier statement (the socket stays while open)
-            arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
-            return loop
-        if self._watch_loop is not None:
-            return None
-        fd = self._socket_fd()
-        if fd is None:
-            return None
-        if self._arrival_fd != fd:
-            signum = arrival.watch(fd)
-            if signum is None:
-                return None
-            self._arrival_fd, self._arrival_sig = fd, signum
-        arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
         if self._watch_loop is None:
+            fd = self._socket_fd()
+            if fd is None:
+                return None
+            if self._arrival_fd != fd:
+                signum = arrival.watch(fd)
+                if signum is None:
+                    return None
+                self._arrival_fd, self._arrival_sig = fd, signum
             loop.add_reader(fd, self._readable)
             self._watch_loop, self._watch_fd = loop, fd
+        elif self._watch_loop is not loop:
+            return None
+        # (watched since an earlier statement: the socket stays the same while it is open)
+        arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
         return loop
 
     def _readable(self) -> None:

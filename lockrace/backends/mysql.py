@@ -306,9 +306,7 @@ class MySQLSession(SocketWatch, SessionConnection):
             sqlstate, message = packet[8:13].decode("ascii", "replace"), packet[13:].decode("utf-8", "replace")
         else:
             sqlstate, message = "HY000", packet[7:].decode("utf-8", "replace")
-        if errno == 1205 and outcome_1205 is not None:  # the usual one: what it means is known already
-            return StatementResult.server_error(outcome_1205, "1205", sqlstate, message, t0, t1 - t0)
-        return self._error_answer(errno, message, sqlstate, sql, t0, t1, [])
+        return self._error_answer(errno, message, sqlstate, sql, t0, t1, [], outcome_1205 if errno == 1205 else None)
 
     def _execute_refreshed(self, sql: str, sent_ns: int | None = None) -> StatementResult:
         """On the session's thread: ``_execute``, with the session's status flags true

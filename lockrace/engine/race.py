@@ -307,20 +307,21 @@ class Race:
             raise SessionBusy(f"session {name} is still running a statement")
         self._next_id += 1
         stmt_id, started_ns = self._next_id, perf_counter_ns()
-        budget, budget_known, sent, announced = None, False, None, False
-        if previous is None and self.nodes is None and "\x00" not in sql:
+        announced = previous is None and self.nodes is None and "\x00" not in sql
+        heard = announced and bool(self._listeners)  # listeners hear of it with its budget, before the send
+        budget = session.budget_for(sql) if heard else None
+        sent = None
+        if announced:
             # Before the send, only what must precede it: the listeners hear of the
             # statement first, in the order statements are started (their work is done
             # before the server gets it, not while it needs the CPU: see
             # _LAUNCH_AFTER_S).  Then it is on its way to the server before anything
             # else happens (a cluster's node may first have to prepare: see _before);
             # the answer comes on a later turn of the loop.
-            announced = True
-            if self._listeners:
-                budget, budget_known = session.budget_for(sql), True
+            if heard:
                 self.emit(StatementStarted(session.name, started_ns, stmt_id, sql, budget, node=session.node))
             sent = session.conn.send(sql, partial(self._on_answer, session, stmt_id))  # None: closed, busy
-        stmt = RunningStatement(stmt_id, sql, started_ns, budget if budget_known else session.budget_for(sql))
+        stmt = RunningStatement(stmt_id, sql, started_ns, budget if heard else session.budget_for(sql))
         stmt.announced, stmt.sent = announced, sent
         session.running = stmt
         if stmt.sent is not None:
@@ -477,8 +478,7 @@ class Race:
         stmt = session.running
         if stmt is None or stmt.stmt_id != stmt_id:
             return  # ended already (cancelled while closing): nobody waits for it
-        if not stmt.text_read:
-            self._read_text(session, stmt)
+        self._read_text(session, stmt)
         if self.nodes is not None or (result.outcome == "ok" and stmt.skip_locked):
             return  # the task takes it in: it has more to ask
         if stmt.result is None:

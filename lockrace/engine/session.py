@@ -15,7 +15,6 @@ _PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)
 _ASSIGNMENT = re.compile(r"(\w+)\s*=\s*([0-9.]+)")
 _DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
-_DDL_WORDS = ("ALTER", "CREATE", "DROP", "TRUNCATE", "RENAME", "LOCK", "OPTIMIZE", "ANALYZE")  # what _DDL can match
 
 
 @dataclass(slots=True)
@@ -83,8 +82,7 @@ class Session:
         upper = sql.upper()
         if "WAIT" in upper or "STATEMENT" in upper:
             return self._budget_read(sql, metadata)
-        ddl = metadata or (self.flavor != "postgres" and upper.lstrip().startswith(_DDL_WORDS)
-                           and _DDL.match(sql) is not None)
+        ddl = metadata or (self.flavor != "postgres" and _DDL.match(sql) is not None)
         if self._plain_for is not self.budgets:
             self._plain_for, self._plain = self.budgets, {}
         if ddl not in self._plain:
