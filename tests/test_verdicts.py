@@ -120,6 +120,16 @@ async def test_metadata_wait_names_the_holder_without_the_plugin(mysql_server):
         assert res.outcome == "timed_out"
         assert res.blockers_seen == ("A",) and res.lock.kind == "metadata" and res.lock.relation == "t"
         assert res.budget.name == "lock_wait_timeout"
+        # while B's ALTER waits, C's plain read queues behind it: B is what C waits for
+        # (as the plugin's view says), not A, whose shared lock C's read would share
+        await race.run("B", "SET SESSION lock_wait_timeout = 2")
+        alter = race.submit("B", "ALTER TABLE t ADD COLUMN w int")
+        assert await race.wait_blocked_or_done(alter, 5) and alter.result is None
+        await race.run("C", "SET SESSION lock_wait_timeout = 1")
+        res = await race.run("C", "SELECT * FROM t WHERE id = 1")
+        assert res.outcome == "timed_out" and res.lock.kind == "metadata", res
+        assert res.blockers_seen == ("B",), res.blockers_seen
+        await race.settled("B")
         await race.run("A", "COMMIT")
         # nobody in the race holds it (a client lockrace does not know): said plainly
         import pymysql

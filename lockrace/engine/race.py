@@ -53,6 +53,10 @@ _XA_PREPARE = re.compile(r"\bXA\s+PREPARE\s+([^;]+?)\s*(?:;|$)", re.IGNORECASE)
 _XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE)?\s*(?:;|$)", re.IGNORECASE)
 
 _WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
+# statements that ask for an exclusive metadata lock: while one waits for it, later
+# requests on the table (even plain reads) queue behind it
+_EXCLUSIVE_MDL = re.compile(r"^\s*(ALTER|DROP|TRUNCATE|RENAME|OPTIMIZE|CREATE\s+(UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX)\b",
+                            re.IGNORECASE)
 
 _TOO_MANY = re.compile(r"too many|connection slots are reserved|max_user_connections|connection limit", re.IGNORECASE)
 
@@ -759,7 +763,16 @@ class Race:
             found = [x.name for x in others if x.global_read_lock]
         else:
             table = (lock.relation or "").lower()
-            found = [x.name for x in others if table and (table in x.locked_tables or table in x.tables_in_txn)]
+            # a session of the race already waiting for an exclusive lock on the table (an
+            # ALTER behind an open transaction) is what this one queues behind, as the
+            # plugin's view names it; else the sessions that hold the table
+            mine = waiter.running
+            found = [x.name for x in others
+                     if table and mine is not None and x.running is not None and x.running.blocked_since is not None
+                     and x.running.lock is not None and x.running.lock.kind == "metadata"
+                     and (x.running.lock.relation or "").lower() == table
+                     and x.running.started_ns < mine.started_ns and _EXCLUSIVE_MDL.match(x.running.sql)]
+            found = found or [x.name for x in others if table and (table in x.locked_tables or table in x.tables_in_txn)]
         if found:
             return tuple(found)
         if per_node_monitor is not None and getattr(per_node_monitor, "has_mdl_info", True) is False:
