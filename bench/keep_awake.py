@@ -1,0 +1,109 @@
+"""What the loop's keep-awake tick buys a caller: a bounded lock wait that ends in a
+timeout, timed as ``lockrace bench --overhead`` times it (the wall around
+``Race.run``, the bare driver's ``cursor.execute`` beside it), with the tick on
+(every 10 ms while an answer is due: see ``lockrace/backends/loop_answer.py``)
+and off, the three ways interleaved in one process.
+
+Session H holds row 1; the waiter asks for it with a 100 ms lock_timeout
+(PostgreSQL) or innodb_lock_wait_timeout = 1 (MariaDB/MySQL).
+
+    python bench/keep_awake.py [--engine mysql|postgres] [--runs 30] [--mysql DSN] [--pg DSN]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import sys
+from pathlib import Path
+from time import perf_counter_ns
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lockrace.backends import loop_answer  # noqa: E402
+from lockrace.engine.race import Race  # noqa: E402
+from lockrace.lab.holder_waiter import setup_sql  # noqa: E402
+from lockrace.lab.modes import HOLD_SQL, TABLE  # noqa: E402
+from lockrace.lab.overhead import CALLER_SLACK_MS, RawWaiter, cases_for  # noqa: E402
+from lockrace.servers.pool import ServerPool  # noqa: E402
+
+WAYS = ("raw", "tick on", "tick off")
+WARMUP = 3
+
+
+async def _must(race: Race, name: str, sql: str) -> None:
+    res = await race.run(name, sql)
+    if res.failed:
+        raise SystemExit(f"session {name}: {sql}: {res.code} {res.message}")
+
+
+async def measure(engine: str, dsn: str | None, runs: int) -> dict[str, list[float]]:
+    pool = ServerPool({engine: dsn})
+    tick = loop_answer.AWAKE_TICK_S
+    race = raw = backend = None
+    try:
+        backend = await pool.backend(engine)
+        await backend.run_admin(setup_sql(engine))
+        raw = RawWaiter(backend, pool.targets[engine])
+        await asyncio.to_thread(raw.connect)
+        race = await Race(backend, ["H", "W"]).open()
+        await _must(race, "H", "BEGIN")
+        await _must(race, "H", HOLD_SQL)
+        case = next(c for c in cases_for(engine) if c.key == "bounded")
+        await _must(race, "W", case.setup)
+        raw.execute(case.setup)
+        waits: dict[str, list[float]] = {way: [] for way in WAYS}
+        for i in range(WARMUP + runs):
+            for way in WAYS[i % 3:] + WAYS[:i % 3]:
+                if way == "raw":
+                    ms, failed = raw.execute(case.sql)
+                    if not failed:
+                        raise SystemExit(f"raw driver: {case.sql} did not time out")
+                else:
+                    loop_answer.AWAKE_TICK_S = tick if way == "tick on" else None
+                    t0 = perf_counter_ns()
+                    res = await race.run("W", case.sql)
+                    ms = (perf_counter_ns() - t0) / 1e6
+                    await race.settled("W")
+                    if res.outcome != "timed_out":
+                        raise SystemExit(f"lockrace: {case.sql}: {res.outcome} {res.message}")
+                if i >= WARMUP:
+                    waits[way].append(ms)
+            print(f"\r{i + 1}/{WARMUP + runs}", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+        return waits
+    finally:
+        loop_answer.AWAKE_TICK_S = tick
+        if raw is not None:
+            raw.close()
+        if race is not None:
+            await race.close()
+        if backend is not None:
+            with contextlib.suppress(Exception):
+                await backend.run_admin([f"DROP TABLE IF EXISTS {TABLE}"])
+        await pool.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=("mysql", "postgres"), default="mysql")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--mysql", dest="dsn_mysql")
+    ap.add_argument("--pg", dest="dsn_pg")
+    args = ap.parse_args(argv)
+    dsn = args.dsn_mysql if args.engine == "mysql" else args.dsn_pg
+    waits = asyncio.run(measure(args.engine, dsn, args.runs))
+    raw = statistics.median(waits["raw"])
+    print(f"{args.engine}: a bounded wait that times out, what the caller waits, medians of {args.runs} runs each")
+    for way in WAYS:
+        med = statistics.median(waits[way])
+        extra = "" if way == "raw" else (f"  overhead {med - raw:+.2f} ms, target <= raw + {CALLER_SLACK_MS} ms: "
+                                         f"{'met' if med - raw <= CALLER_SLACK_MS else 'MISSED'}")
+        print(f"  {way:9} median {med:9.2f} ms  min {min(waits[way]):9.2f}  max {max(waits[way]):9.2f}{extra}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
