@@ -1,7 +1,7 @@
 """What the loop's keep-awake tick buys a caller: a bounded lock wait that ends in a
 timeout, timed as ``lockrace bench --overhead`` times it (the wall around
 ``Race.run``, the bare driver's ``cursor.execute`` beside it), with the tick on
-(every 10 ms while an answer is due: see ``lockrace/backends/loop_answer.py``)
+(every 20 ms while an answer is due: see ``lockrace/backends/loop_answer.py``)
 and off, the three ways interleaved in one process.
 
 Session H holds row 1; the waiter asks for it with a 100 ms lock_timeout

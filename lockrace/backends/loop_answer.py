@@ -70,13 +70,14 @@ class SocketWatch:
 
 # While any answer is due on a loop, the loop wakes every AWAKE_TICK_S (None: it
 # sleeps until the answer or its next timer).  A CPU that has been quiet for long
-# is slow to take an answer in: on this project's virtual machine, a lock wait
-# timeout that came after a second of quiet reached lockrace's caller 0.15 ms
-# later than one that came 10 ms after the loop's last wake-up (bench/keep_awake.py;
-# a bare asyncio reader showed the same).  Why exactly (the CPU's idle polling has
-# stopped, its caches have gone cold) was not pinned down.  The tick costs
-# 0.1-0.2 % of a core while a statement waits, and nothing once none does.
-AWAKE_TICK_S: float | None = 0.01
+# is slow to take an answer in: on this project's virtual machine, a MariaDB lock
+# wait timeout that came after a second of quiet reached lockrace's caller
+# 0.1-0.15 ms later than with a wake-up every 10-50 ms (bench/keep_awake.py; a
+# bare asyncio reader showed the same).  Why exactly (the CPU's idle polling has
+# stopped, its caches have gone cold) was not pinned down.  Every 20 ms costs
+# 0.1-0.3 % of a core while a statement waits (the app with three sessions
+# blocked: 2.0-2.1 % against 1.5-2.1 % without), and nothing once none does.
+AWAKE_TICK_S: float | None = 0.02
 
 
 class _KeepAwake:
