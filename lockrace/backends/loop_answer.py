@@ -72,11 +72,12 @@ class SocketWatch:
 # sleeps until the answer or its next timer).  A CPU that has been quiet for long
 # is slow to take an answer in: on this project's virtual machine, a MariaDB lock
 # wait timeout that came after a second of quiet reached lockrace's caller
-# 0.1-0.15 ms later than with a wake-up every 10-50 ms (bench/keep_awake.py; a
-# bare asyncio reader showed the same).  Why exactly (the CPU's idle polling has
-# stopped, its caches have gone cold) was not pinned down.  Every 20 ms costs
-# 0.1-0.3 % of a core while a statement waits (the app with three sessions
-# blocked: 2.0-2.1 % against 1.5-2.1 % without), and nothing once none does.
+# 0.06-0.19 ms later than with a wake-up every 5-50 ms (bench/keep_awake.py,
+# eleven runs; a bare asyncio reader showed the same).  Why exactly (the CPU's
+# idle polling has stopped, its caches have gone cold) was not pinned down.
+# Every 20 ms costs 0.1-0.3 % of a core while a statement waits (the app with
+# three sessions blocked: 2.0-2.1 % against 1.5-2.1 % without), and nothing
+# once none does.
 AWAKE_TICK_S: float | None = 0.02
 
 

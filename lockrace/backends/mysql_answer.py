@@ -16,13 +16,14 @@ streaming in, a long answer, warnings) goes to the session's thread, which
 reads the taken bytes first, then the socket, and times the rest as before.
 
 Measured (``lockrace bench --overhead --engine mysql``, private MariaDB
-10.11, 20 runs): a NOWAIT refusal +0.03 to +0.11 ms over bare PyMySQL where
-the thread's way was +0.23 to +0.26 ms; a 1 s innodb_lock_wait_timeout
-+0.15 to +0.21 ms where it was +0.88 to +0.92 ms.  What is left after a
-second of sleep is the loop's own way to the caller on cold caches, where
-each line of Python costs one to two microseconds: so the lone error's way
-here makes no cursor and builds its result without the 27-field
-constructor (StatementResult.server_error).
+10.11, 30 runs, eight runs of the bench): a NOWAIT refusal +0.02 to +0.06 ms
+over bare PyMySQL where the thread's way was +0.23 to +0.26 ms; a 1 s
+innodb_lock_wait_timeout -0.07 to +0.14 ms (6 of 8 runs within 0.1 ms) where
+it was +0.88 to +0.92 ms.  After a second of sleep each line of Python on the
+way costs one to two microseconds: so the lone error's way here makes no
+cursor and builds its result without the 27-field constructor
+(StatementResult.server_error), and the loop is kept awake while an answer is
+due (loop_answer.AWAKE_TICK_S).
 
 The statement's time ends when the answer arrived (arrival.py), not when the
 loop got round to it.
