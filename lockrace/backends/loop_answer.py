@@ -91,8 +91,10 @@ class _KeepAwake:
         self.timer: asyncio.TimerHandle | None = None
 
     def add(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future) -> None:
+        if not AWAKE_TICK_S:
+            return  # (kept only while a tick runs to let go of the done ones)
         self.due.append(future)
-        if self.timer is None and AWAKE_TICK_S:
+        if self.timer is None:
             self.timer = loop.call_later(AWAKE_TICK_S, self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
