@@ -195,3 +195,38 @@ def test_lane_labels_name_several_sessions_in_english():
     skipped = Bar("D", 1, "SELECT 1 FOR UPDATE SKIP LOCKED", 0, None, end_ns=1_000_000, outcome="skipped",
                   skipped=2, skipped_from=("A", "B"))
     assert lane_label(skipped, 10)[0].startswith("skipped 2 rows of A and B")
+
+
+def badge_line(app, session: str) -> tuple[str, int]:
+    """What a panel's badge line holds, and how many cells it has."""
+    static = app.panels[session].query_one(".badges")
+    return static.content.plain, static.size.width
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+async def test_the_badge_line_keeps_what_and_the_transaction_in_sight(pg_server, size):
+    """At 80 columns a panel's line is ~37 cells: "BLOCKED by B on accounts id=1
+    ExclusiveLock" and "autocommit (no transaction)" do not both fit.  Both stay in sight, the
+    activity's details and the transaction's wording cut short; at 160 columns
+    both are whole."""
+    from rich.cells import cell_len
+
+    async with running_app(size=size, targets={"postgres": pg_server}) as (app, pilot):
+        await block_three(app, pilot)
+        line, width = badge_line(app, "C")
+        assert cell_len(line) <= width, (line, width)
+        assert line.lstrip().startswith("BLOCKED by "), line
+        assert ("autocommit (no transaction)" if size[0] >= 160 else "autocommit") in line, line
+        app.panels["C"].input.focus()
+        await pilot.pause()
+        await pilot.press("f2")  # cancel C's wait
+        await until(pilot, lambda: app.panels["C"].status.running is None, what="C cancelled")
+        await enter(pilot, app, "C", "BEGIN;")
+        await enter(pilot, app, "C", "SET LOCAL lock_timeout = '50ms';")
+        await enter(pilot, app, "C", "UPDATE accounts SET balance = 3 WHERE id = 1;")
+        await until(pilot, lambda: app.panels["C"].status.txn == "failed transaction", what="C's transaction failed")
+        await pilot.pause(0.1)
+        line, width = badge_line(app, "C")
+        assert cell_len(line) <= width, (line, width)
+        assert line.lstrip().startswith("timed out"), line
+        assert ("failed transaction (ROLLBACK needed)" if size[0] >= 160 else "ROLLBACK needed") in line, line

@@ -26,6 +26,7 @@ from .palette import themed
 
 PANEL_MAX_LINES = 1000  # lines a panel keeps on screen (its session log keeps more, also bounded)
 DRAW_BATCH = 20  # transcript lines drawn per loop turn
+BADGE_MIN_CELLS = 14  # an activity badge cut to fit keeps at least this much ("timed out (1 s…")
 
 
 class WaitLine(Widget):
@@ -142,20 +143,37 @@ class SessionPanel(Vertical):
     def transcript(self) -> RichLog:
         return self.query_one(RichLog)
 
-    def _badges(self) -> Text:
-        text = Text()
+    def _badges(self, width: int = 0) -> Text:
+        """The activity badge, then the transaction badge, on one line of ``width``
+        cells (0: not known yet).  Where both do not fit (a 2x2 layout at 80
+        columns), the transaction's badge takes its short form ("autocommit",
+        "ROLLBACK needed"), then the activity's details give way, so that both
+        stay in sight; the transcript's note below says it whole."""
         act = self.status.activity()
-        if act is not None:
-            text.append(f" {act.label} ", style=act.style)
-            text.append(" ")
         txn = self.status.transaction()
-        text.append(f" {txn.label} ", style=txn.style)
+        tail = Text(f" {txn.label} ", style=txn.style)
+        if width and txn.short and tail.cell_len + (len(act.label) + 3 if act else 0) > width:
+            tail = Text(f" {txn.short} ", style=txn.style)
+        if act is None:
+            head = Text()
+        else:
+            label = Text(act.label)
+            room = width - tail.cell_len - 3  # the activity badge's two spaces and the gap
+            if width and label.cell_len > room:
+                label.truncate(max(room, BADGE_MIN_CELLS), overflow="ellipsis")
+            head = Text.assemble((f" {label.plain} ", act.style), " ")
+        text = head + tail
+        if width and text.cell_len > width:
+            text.truncate(width, overflow="ellipsis")
         return text
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self.refresh_status)  # the badges fit the new width
 
     def refresh_status(self) -> None:
         """Update badges and the blocked look, touching the DOM only when something changed
         (a changed Static or class costs a relayout)."""
-        badges = self._badges()
+        badges = self._badges(self.query_one(".badges", Static).size.width)
         blocked = self.status.running is not None and self.status.running.blocked_since is not None
         shown = (badges.plain, tuple(str(s.style) for s in badges.spans), blocked)
         if shown == self._shown:

@@ -109,6 +109,7 @@ class Running:
 class Badge:
     key: str
     label: str
+    short: str = ""  # where a panel's line is too narrow for ``label`` ("" : label)
 
     @property
     def style(self) -> str:
@@ -182,11 +183,11 @@ class SessionStatus:
 
     def transaction(self) -> Badge:
         if self.txn == "failed transaction":
-            return Badge("failed transaction", "failed transaction (ROLLBACK needed)")
+            return Badge("failed transaction", "failed transaction (ROLLBACK needed)", "ROLLBACK needed")
         if self.txn == "closed" or (self.last is not None and self.last.outcome == "connection_lost"):
             return Badge("connection lost", "connection lost")
         if self.txn == "idle" and self.running is not None:
-            return Badge("idle", "autocommit (no transaction)")
+            return Badge("idle", "autocommit (no transaction)", "autocommit")
         if self.txn in ("in transaction", "idle", "connecting"):
             return Badge(self.txn, "connecting…" if self.txn == "connecting" else self.txn)
         return Badge("idle", self.txn)
