@@ -98,6 +98,17 @@ async def test_mariadb_zero_lock_wait_timeout_is_a_refusal(mysql_backend):
     assert (budgets["9"].name, budgets["9"].ms) == ("lock_wait_timeout", 1000)
 
 
+async def test_postgres_nowait_refusal_has_nowaits_budget(pg_backend):
+    # FOR UPDATE NOWAIT under a session lock_timeout: the row refusal comes from
+    # NOWAIT (its note said "budget lock_timeout 300 ms"); the same statement
+    # waiting for the table lock is ended by lock_timeout.
+    report = await _run(pg_backend, "pg-nowait-budget.race")
+    assert report.failures == []
+    budgets = {rec.step.name: rec.result.budget for rec in report.records}
+    assert (budgets["4"].name, budgets["4"].ms) == ("NOWAIT", 0.0)
+    assert (budgets["8"].name, budgets["8"].ms) == ("lock_timeout", 300.0)
+
+
 async def _mdl_race(mysql_server, has_mdl_info: bool):
     from lockrace.backends import open_backend
 

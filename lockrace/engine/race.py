@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 from ..backends.base import Backend, ConnectError, MonitorConnection, count_passed_over, skip_probe
 from ..core.events import (
     NO_MDL_INFO,
+    Budget,
     STANDBY_BUDGET,
     Event,
     ServerNote,
@@ -71,6 +72,7 @@ _LAUNCH_AFTER_S = 0.001
 # PostgreSQL's lock errors: lock_not_available (NOWAIT, lock_timeout), query_canceled
 # (statement_timeout), deadlock_detected
 _LOCK_ERROR_STATES = frozenset({"55P03", "57014", "40P01"})
+_NOWAIT = Budget("NOWAIT", 0.0)
 POLL_BLOCKED_S = 0.1  # while every running statement is already blocked (blocker changes)
 # (MariaDB's monitor spaces its own reads further apart: backends/mysql.py)
 
@@ -518,6 +520,11 @@ class Race:
                 and result.budget.ms == 0:
             # innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0): the server did not wait at all
             result.outcome = "refused"
+        elif result.outcome == "refused" and result.code == "55P03" and result.budget is not None \
+                and result.budget.ms != 0:
+            # PostgreSQL's FOR UPDATE/SHARE NOWAIT: the table lock could have waited up to
+            # lock_timeout, but a refusal ("could not obtain lock on row") is NOWAIT's
+            result.budget = _NOWAIT
         if stmt.may_prepare:
             self._track_prepared(session, stmt.sql, result)
 
