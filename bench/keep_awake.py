@@ -28,16 +28,11 @@ from lockrace.backends import loop_answer  # noqa: E402
 from lockrace.engine.race import Race  # noqa: E402
 from lockrace.lab.holder_waiter import setup_sql  # noqa: E402
 from lockrace.lab.modes import HOLD_SQL, TABLE  # noqa: E402
-from lockrace.lab.overhead import CALLER_SLACK_MS, RawWaiter, cases_for  # noqa: E402
+from lockrace.lab.modes import LabError  # noqa: E402
+from lockrace.lab.overhead import CALLER_SLACK_MS, RawWaiter, _must, cases_for  # noqa: E402
 from lockrace.servers.pool import ServerPool  # noqa: E402
 
 WARMUP = 3
-
-
-async def _must(race: Race, name: str, sql: str) -> None:
-    res = await race.run(name, sql)
-    if res.failed:
-        raise SystemExit(f"session {name}: {sql}: {res.code} {res.message}")
 
 
 def _ways(ticks_ms: list[float]) -> dict[str, float | None]:
@@ -114,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--ticks: not a list of numbers: {args.ticks!r}")
     if any(t <= 0 for t in ticks_ms):
         ap.error("--ticks: periods must be > 0 ms")
-    waits = asyncio.run(measure(args.engine, dsn, args.runs, ticks_ms))
+    try:
+        waits = asyncio.run(measure(args.engine, dsn, args.runs, ticks_ms))
+    except LabError as exc:
+        print(f"bench/keep_awake.py: {exc}", file=sys.stderr)
+        return 2
     raw = statistics.median(waits["raw"])
     print(f"{args.engine}: a bounded wait that times out, what the caller waits, medians of {args.runs} runs each")
     for way in waits:

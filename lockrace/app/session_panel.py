@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -152,7 +153,7 @@ class SessionPanel(Vertical):
         act = self.status.activity()
         txn = self.status.transaction()
         tail = Text(f" {txn.label} ", style=txn.style)
-        if width and txn.short and tail.cell_len + (len(act.label) + 3 if act else 0) > width:
+        if width and txn.short and tail.cell_len + (cell_len(act.label) + 3 if act else 0) > width:
             tail = Text(f" {txn.short} ", style=txn.style)
         if act is None:
             head = Text()
@@ -173,13 +174,14 @@ class SessionPanel(Vertical):
     def refresh_status(self) -> None:
         """Update badges and the blocked look, touching the DOM only when something changed
         (a changed Static or class costs a relayout)."""
-        badges = self._badges(self.query_one(".badges", Static).size.width)
+        line = self.query_one(".badges", Static)
+        badges = self._badges(line.size.width)
         blocked = self.status.running is not None and self.status.running.blocked_since is not None
         shown = (badges.plain, tuple(str(s.style) for s in badges.spans), blocked)
         if shown == self._shown:
             return
         self._shown = shown
-        self.query_one(".badges", Static).update(badges, layout=False)  # one line, always: no relayout
+        line.update(badges, layout=False)  # one line, always: no relayout
         if self._wait_line.display != blocked:
             self._wait_line.display = blocked
         self.set_class(blocked, "blocked")
