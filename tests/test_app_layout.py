@@ -230,3 +230,24 @@ async def test_the_badge_line_keeps_what_and_the_transaction_in_sight(pg_server,
         assert cell_len(line) <= width, (line, width)
         assert line.lstrip().startswith("timed out"), line
         assert ("failed transaction (ROLLBACK needed)" if size[0] >= 160 else "ROLLBACK needed") in line, line
+
+
+def test_a_cut_badge_line_keeps_who_blocks_and_what_happened():
+    """The fitting alone (no server): at a 2x2 panel's 37 cells a foreign blocker's
+    pid stays whole (the activity's short form is never cut), a timeout keeps
+    as much of its budget as fits, and a line that fits is left alone."""
+    from rich.cells import cell_len
+
+    from lockrace.app.session_panel import badge_line
+    from lockrace.app.status import Badge
+
+    autocommit = Badge("idle", "autocommit (no transaction)", "autocommit")
+    foreign = Badge("blocked", "BLOCKED by client pid 23509 on table accounts AccessExclusiveLock",
+                    "BLOCKED by client pid 23509")
+    line = badge_line(foreign, autocommit, 37).plain
+    assert "BLOCKED by client pid 23509 " in line and cell_len(line) <= 37, line
+    timed_out = Badge("timed out", "timed out (300 ms lock_timeout)", "timed out")
+    line = badge_line(timed_out, Badge("idle", "idle"), 37).plain
+    assert line.startswith(" timed out (300 ms") and line.rstrip().endswith("idle") and cell_len(line) <= 37, line
+    line = badge_line(foreign, autocommit, 120).plain
+    assert line == " BLOCKED by client pid 23509 on table accounts AccessExclusiveLock   autocommit (no transaction) "

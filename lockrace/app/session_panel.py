@@ -22,12 +22,42 @@ from textual.widgets import Input, RichLog, Static
 
 from ..core.events import Event
 from .session_log import SessionLog
+from .status import Badge
 from .palette import themed
 
 
 PANEL_MAX_LINES = 1000  # lines a panel keeps on screen (its session log keeps more, also bounded)
 DRAW_BATCH = 20  # transcript lines drawn per loop turn
-BADGE_MIN_CELLS = 14  # an activity badge cut to fit keeps at least this much ("timed out (1 s…")
+
+
+def badge_line(act: Badge | None, txn: Badge, width: int = 0) -> Text:
+    """The activity badge, then the transaction badge, on one line of ``width``
+    cells (0: not known yet).  Where both do not fit (a 2x2 layout at 80
+    columns), the transaction's badge takes its short form ("autocommit",
+    "ROLLBACK needed") and the activity's details give way, never its short
+    form ("BLOCKED by client pid 23509", "timed out"): what does not fit then
+    is the end of the line.  The transcript's note below says it whole."""
+    tail = f" {txn.label} "
+    label = act.label if act is not None else ""
+    if width and act is not None and cell_len(label) + 3 + cell_len(tail) > width:
+        tail = f" {txn.short or txn.label} "
+        room = width - 3 - cell_len(tail)  # the activity badge's two spaces and the gap
+        keep = act.short or label
+        if cell_len(label) > room:
+            if room > cell_len(keep):
+                cut = Text(label)
+                cut.truncate(room, overflow="ellipsis")
+                label = cut.plain
+            else:
+                label = keep
+    text = Text()
+    if act is not None:
+        text.append(f" {label} ", style=act.style)
+        text.append(" ")
+    text.append(tail, style=txn.style)
+    if width and text.cell_len > width:
+        text.truncate(width, overflow="ellipsis")
+    return text
 
 
 class WaitLine(Widget):
@@ -145,28 +175,7 @@ class SessionPanel(Vertical):
         return self.query_one(RichLog)
 
     def _badges(self, width: int = 0) -> Text:
-        """The activity badge, then the transaction badge, on one line of ``width``
-        cells (0: not known yet).  Where both do not fit (a 2x2 layout at 80
-        columns), the transaction's badge takes its short form ("autocommit",
-        "ROLLBACK needed"), then the activity's details give way, so that both
-        stay in sight; the transcript's note below says it whole."""
-        act = self.status.activity()
-        txn = self.status.transaction()
-        tail = Text(f" {txn.label} ", style=txn.style)
-        if width and txn.short and tail.cell_len + (cell_len(act.label) + 3 if act else 0) > width:
-            tail = Text(f" {txn.short} ", style=txn.style)
-        if act is None:
-            head = Text()
-        else:
-            label = Text(act.label)
-            room = width - tail.cell_len - 3  # the activity badge's two spaces and the gap
-            if width and label.cell_len > room:
-                label.truncate(max(room, BADGE_MIN_CELLS), overflow="ellipsis")
-            head = Text.assemble((f" {label.plain} ", act.style), " ")
-        text = head + tail
-        if width and text.cell_len > width:
-            text.truncate(width, overflow="ellipsis")
-        return text
+        return badge_line(self.status.activity(), self.status.transaction(), width)
 
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self.refresh_status)  # the badges fit the new width

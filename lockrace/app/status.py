@@ -109,7 +109,7 @@ class Running:
 class Badge:
     key: str
     label: str
-    short: str = ""  # where a panel's line is too narrow for ``label`` ("" : label)
+    short: str = ""  # what must stay of ``label`` where a panel's line is narrow ("": all of it)
 
     @property
     def style(self) -> str:
@@ -157,7 +157,7 @@ class SessionStatus:
             if run.blocked_since is not None:
                 who = badge_names(run.blockers)
                 on = f" on {run.lock.describe()}" if run.lock else ""
-                return Badge("blocked", f"BLOCKED by {who}{on}")
+                return Badge("blocked", f"BLOCKED by {who}{on}", f"BLOCKED by {who}")
             return Badge("running", "running")
         res = self.last
         if res is None:
@@ -168,18 +168,20 @@ class SessionStatus:
         if res.outcome == "skipped":
             whose = f" locked by {badge_names(res.skipped_from)}" if res.skipped_from else ""
             n = res.skipped_rows
-            return Badge("skipped", f"skipped {n} row{'s' if n != 1 else ''}{whose}")
-        label = key
+            rows = f"skipped {n} row{'s' if n != 1 else ''}"
+            return Badge("skipped", f"{rows}{whose}", rows)
+        label, short = key, ""
         if res.outcome == "refused":
             if res.held_by:
                 label = f"refused: {badge_names(res.held_by)} {'holds' if len(res.held_by) == 1 else 'hold'} the lock"
             else:
                 label = "refused: holder gone" if res.held_by == () else "refused: holder unknown"
         if res.outcome == "timed_out" and res.budget is not None:
-            label = f"timed out ({budget_words(res.budget)})"
+            label, short = f"timed out ({budget_words(res.budget)})", "timed out"
         elif res.outcome == "recovery_conflict" and res.budget is not None:
-            label = f"{key} ({budget_words(res.budget)})"  # a hot standby: replay waited that long for it
-        return Badge(key, label)
+            # a hot standby: replay waited that long for it
+            label, short = f"{key} ({budget_words(res.budget)})", key
+        return Badge(key, label, short)
 
     def transaction(self) -> Badge:
         if self.txn == "failed transaction":
