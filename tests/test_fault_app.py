@@ -264,6 +264,41 @@ def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tm
     assert processes_mentioning(str(server_tmp)) == []
 
 
+@pytest.mark.parametrize("foreign_lock", [False, True], ids=["plain", "behind-a-foreign-lock"])
+def test_app_on_a_dsn_server_interrupted_drops_its_sandbox(pg_dsn, tmp_path, foreign_lock):
+    """The real app in a pty on a server given by DSN gets SIGINT (Ctrl-C from a
+    shell): like ``lockrace run``, it drops its sandbox schema on the way out (it
+    was left behind).  Where another client holds a lock in the sandbox, it says on
+    stderr that the schema stays for a later run, still within moments."""
+    import uuid
+
+    sandbox = f"lockrace_appsig_{uuid.uuid4().hex[:8]}"
+    term = Terminal(["--pg", pg_dsn.dsn()], lockrace_env(tmp_path, TERM="xterm-256color", LOCKRACE_SANDBOX=sandbox))
+    foreign = None
+    try:
+        assert term.read_until(b"-- PostgreSQL", 60), term.screen[-2000:]
+        term.settle(0.3)
+        if foreign_lock:
+            foreign = pg_dsn.connect()
+            foreign.execute("BEGIN")
+            foreign.execute(f'LOCK TABLE "{sandbox}".accounts IN ACCESS EXCLUSIVE MODE')
+        code, took = term.signal_and_wait(signal.SIGINT, 20)
+    finally:
+        term.close()
+        if foreign is not None:
+            foreign.execute("ROLLBACK")
+            foreign.close()
+    term.assert_ended_cleanly(code, took, 5)
+    with pg_dsn.connect() as admin:
+        left = admin.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [sandbox]).fetchone()[0]
+        admin.execute(f'DROP SCHEMA IF EXISTS "{sandbox}" CASCADE')
+    if foreign_lock:
+        assert left == 1
+        assert f"sandbox schema {sandbox}" in term.text or "next run removes it" in term.text, term.text[-2000:]
+    else:
+        assert left == 0, f"sandbox {sandbox} was left behind"
+
+
 @pytest.mark.parametrize("burst", [False, True], ids=["typed", "one-burst"])
 @pytest.mark.parametrize("letter", ["c", "b"])
 def test_alt_letter_in_a_real_terminal_switches_panels(tmp_path, server_tmp, letter, burst):

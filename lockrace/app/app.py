@@ -170,6 +170,7 @@ class LockraceApp(App[int]):
         self.ready = asyncio.Event()  # set each time a race is open and the UI interactive
         self.autoplaying = False
         self.closing = False
+        self.pool_closed = False  # the sandbox dropped (DSN servers), the private servers stopped
         self.startup_s: float | None = None
         self._t_start = time.perf_counter()
         self._last_session = "A"
@@ -939,9 +940,16 @@ class LockraceApp(App[int]):
 
     # ------------------------------------------------------------ quitting
     async def on_unmount(self) -> None:
-        """However the app ends, statements are cancelled and connections closed."""
+        """However the app ends, statements are cancelled and connections closed.
+        Ended by a signal, the servers are left as found within moments too (the
+        sandbox dropped on a server given by DSN), as ``lockrace run`` does; Ctrl+Q
+        has done that already (_close_everything)."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._close_race(), 10)
+        if exitguard.app_guard is not None and exitguard.app_guard.fired and not self.pool_closed:
+            self.pool_closed = True
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.pool.close(quick=True), 1)
 
     async def action_quit(self) -> None:
         if self.closing:
@@ -959,6 +967,7 @@ class LockraceApp(App[int]):
             await asyncio.wait_for(self._close_race(), 10)
         except Exception:
             pass
+        self.pool_closed = True
         try:
             await asyncio.wait_for(self.pool.close(), 20)
         except Exception:

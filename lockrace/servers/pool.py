@@ -103,11 +103,10 @@ class ServerPool:
             try:
                 await asyncio.wait_for(backend.drop_sandbox(), 0.5 if quick else backend.admin_timeout + 5)
             except asyncio.TimeoutError:
-                if not quick:
-                    self.say("the sandbox could not be dropped in time; the next run removes it")
+                self.say(f"the sandbox {self.targets[engine].sandbox} could not be dropped in time"
+                         f"{' (interrupted)' if quick else ''}; the next run removes it")
             except Exception as exc:  # bounded: a foreign lock in the sandbox ends it with a clear sentence
-                if not quick:
-                    self.say(str(exc))
+                self.say(str(exc))
         await asyncio.to_thread(self.stop_owned, 0.5 if quick else 10.0)
 
     def stop_now(self) -> None:
