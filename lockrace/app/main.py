@@ -44,7 +44,7 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         for text in app.farewell:
             print(f"lockrace: {text}", file=sys.stderr)
         if exitguard.app_guard is not None and exitguard.app_guard.fired:
-            # ended by SIGINT, SIGTERM or SIGHUP: said and exited as ``lockrace run`` does
+            # ended by SIGINT, SIGTERM, SIGHUP or SIGQUIT: said and exited as ``lockrace run`` does
             print(INTERRUPTED_LINE, file=sys.stderr)
             code = EXIT_INTERRUPTED
     finally:
