@@ -252,7 +252,7 @@ def start_standby(pair: StandbyPair | None = None):
         "primary": Target("postgres", "embedded", conninfo=pair.primary_conninfo(), sandbox=DEFAULT_SANDBOX,
                           server=pair.primary),
         "standby": Target("postgres", "embedded", conninfo=pair.standby_conninfo(), sandbox=DEFAULT_SANDBOX,
-                          server=pair.standby),
+                          server=pair.standby, hot_standby=True),
     }
     details = {
         "primary": str(pair.primary.socket_dir),
