@@ -11,7 +11,7 @@ import signal
 import sys
 
 from . import __version__
-from .exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, INTERRUPTED_LINE, ExitGuard
+from .exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, INTERRUPTED_LINE, STOP_SIGNALS, ExitGuard
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
@@ -46,7 +46,9 @@ examples:
   lockrace bench --engine postgres --runs 30
 
 exit status: 0 every expectation held, 1 an expectation failed,
-2 unusable input (bad file, unreachable server, bad arguments)."""
+2 unusable input (bad file, unreachable server, bad arguments),
+130 interrupted: SIGINT (Ctrl-C), SIGTERM, SIGHUP or SIGQUIT (Ctrl-\) cancels
+the statements, stops the servers lockrace started and drops its sandbox."""
 
 
 ENGINE_CHOICES = ("postgres", "mysql", "galera", "postgres-standby")
@@ -135,10 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # SIGTERM and SIGHUP (the terminal closed) behave like Ctrl-C: cancel
-    # statements, roll back, stop servers.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGHUP, _raise_interrupt)
+    # SIGTERM, SIGHUP (the terminal closed) and SIGQUIT (Ctrl-\) behave like
+    # Ctrl-C: cancel statements, roll back, stop servers.
+    for sig in STOP_SIGNALS:
+        if sig != signal.SIGINT:
+            signal.signal(sig, _raise_interrupt)
     try:
         if args.command == "list":
             return cmd_list(args)

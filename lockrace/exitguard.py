@@ -1,4 +1,8 @@
-"""How lockrace ends on SIGINT, SIGTERM or SIGHUP, whatever the server is doing.
+"""How lockrace ends on SIGINT, SIGTERM, SIGHUP or SIGQUIT, whatever the server is doing.
+
+SIGQUIT (Ctrl-\\ in a terminal) would otherwise end the process at once, leaving
+a private server's temp dir and a DSN server's sandbox behind: it is one more
+way to ask lockrace to stop, no different from the others.
 
 The first signal starts the ordinary way out (cancel statements through the
 server, roll back prepared and open transactions, close connections, stop the
@@ -22,6 +26,8 @@ import threading
 import time
 
 INTERRUPTED_LINE = "lockrace: interrupted; statements cancelled, servers stopped"
+# every signal that ends lockrace the orderly way (SIGINT first: the app's own)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2  # every verdict held / one failed / unusable input
 EXIT_INTERRUPTED = 130
 
@@ -45,13 +51,13 @@ class ExitGuard:
 
     def install(self, loop, task) -> None:
         """``lockrace run``: the signals cancel ``task`` on ``loop`` and start the watchdog."""
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, self.fire, task)
 
     def chain_sigint(self) -> None:
         """The app: keep the SIGINT handler in place (asyncio's: cancel the app's
-        main task) and start the watchdog before it runs.  SIGTERM and SIGHUP are
-        re-delivered as SIGINT (cli.main)."""
+        main task) and start the watchdog before it runs.  SIGTERM, SIGHUP and
+        SIGQUIT are re-delivered as SIGINT (cli.main)."""
         previous = signal.getsignal(signal.SIGINT)
 
         def handler(signum, frame):

@@ -151,3 +151,67 @@ def test_app_in_a_terminal_on_the_standby_pair_exits_on_sigterm(server_tmp):
     term.assert_ended_cleanly(code, took, 10)
     assert processes_mentioning(str(server_tmp)) == []
     assert list(server_tmp.iterdir()) == []
+
+
+_RACE = """\
+title: one row
+engines: postgres
+setup:
+    CREATE TABLE t (id int PRIMARY KEY);
+teardown:
+    DROP TABLE IF EXISTS t;
+
+A> SELECT 1;
+    expect: ok
+"""
+
+_SPEC = """\
+setup { CREATE TABLE t (id int PRIMARY KEY); }
+teardown { DROP TABLE t; }
+session s1
+step s1a { SELECT 1; }
+permutation s1a
+"""
+
+
+def test_a_hot_standby_given_with_pg_is_refused(pg_standby_pair, tmp_path):
+    """``--pg`` names a hot standby: a plain PostgreSQL run needs a primary to
+    create its sandbox on.  ``lockrace run`` (a .race, an isolation .spec),
+    ``lockrace bench`` and the app each refuse it with one sentence and exit 2
+    (unusable input) before creating anything; a .race used to end in 'setup
+    failed' (1), a .spec, a bench and the app in a traceback or a banner."""
+    from faults.terminal import Terminal
+
+    pair = pg_standby_pair
+    dsn = _uri(pair.standby.socket_dir)
+    sentence = (f"lockrace: {dsn} is a hot standby (pg_is_in_recovery() is true), read-only: lockrace needs a"
+                " primary to create its sandbox on; give the primary's DSN, or both to --engine postgres-standby"
+                " with --standby PRIMARY_URI,STANDBY_URI")
+    (tmp_path / "one.race").write_text(_RACE)
+    (tmp_path / "one.spec").write_text(_SPEC)
+    env = lockrace_env(tmp_path, LOCKRACE_SANDBOX="stdby_refused")
+    for args in (["run", str(tmp_path / "one.race")], ["run", str(tmp_path / "one.spec")],
+                 ["bench", "--engine", "postgres", "--runs", "1"]):
+        res = run_lockrace([*args, "--pg", dsn], env, timeout=60)
+        assert (res.returncode, res.stderr.strip()) == (2, sentence), (args, res.stdout + res.stderr)
+        assert "Traceback" not in res.stdout + res.stderr
+    # the app, in a terminal as a user starts it: the same sentence, before it opens
+    term = Terminal(["--pg", dsn], lockrace_env(tmp_path, TERM="xterm-256color", LOCKRACE_SANDBOX="stdby_refused"))
+    try:
+        deadline = time.monotonic() + 30
+        while term.proc.poll() is None and time.monotonic() < deadline:
+            term.read_until(b"\x00never", 0.05)
+        code = term.proc.poll()
+        term.settle(0.2)
+    finally:
+        term.close()
+    assert code == 2, term.text[-2000:]
+    assert sentence in term.text.replace("\r\n", "\n").replace("\n", " "), term.text[-2000:]
+    assert "Traceback" not in term.text
+    with psycopg.connect(pair.primary_conninfo()) as conn:  # nothing was made on its primary either
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'stdby_refused%'").fetchone()[0] == 0
+
+    # the same standby as the standby of a pair still works (its primary first)
+    res = run_lockrace(["run", "pg-standby-lock-replayed", "--standby", f"{_uri(pair.primary.socket_dir)},{dsn}"],
+                       lockrace_env(tmp_path, LOCKRACE_SANDBOX="stdby_pair"), timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -239,11 +239,12 @@ async def test_ctrl_c_with_nothing_running_hints_at_ctrl_q_and_keeps_the_app(pg_
 # ------------------------------------------------------------------ the real terminal
 
 
-@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGTERM), ("mysql", signal.SIGINT)],
-                         ids=["postgres-SIGTERM", "mysql-SIGINT"])
+@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGTERM), ("mysql", signal.SIGINT),
+                                        ("mysql", signal.SIGQUIT)],
+                         ids=["postgres-SIGTERM", "mysql-SIGINT", "mysql-SIGQUIT"])
 def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tmp_path, server_tmp):
     """The real app in a pty runs a scenario (F6) until B, C, D wait and A sleeps,
-    then gets SIGTERM / SIGINT: it exits promptly without a traceback, gives the
+    then gets SIGTERM / SIGINT / SIGQUIT: it exits promptly without a traceback, gives the
     terminal back (leaves the alternate screen), and its private server is gone
     with its temp dir."""
     scenario = tmp_path / "blocks.race"
@@ -264,11 +265,12 @@ def test_app_in_a_terminal_interrupted_while_three_sessions_wait(engine, sig, tm
     assert processes_mentioning(str(server_tmp)) == []
 
 
-@pytest.mark.parametrize("foreign_lock", [False, True], ids=["plain", "behind-a-foreign-lock"])
-def test_app_on_a_dsn_server_interrupted_drops_its_sandbox(pg_dsn, tmp_path, foreign_lock):
+@pytest.mark.parametrize("foreign_lock,sig", [(False, signal.SIGINT), (True, signal.SIGINT), (False, signal.SIGQUIT)],
+                         ids=["plain", "behind-a-foreign-lock", "plain-SIGQUIT"])
+def test_app_on_a_dsn_server_interrupted_drops_its_sandbox(pg_dsn, tmp_path, foreign_lock, sig):
     """The real app in a pty on a server given by DSN gets SIGINT (Ctrl-C from a
-    shell): like ``lockrace run``, it drops its sandbox schema on the way out (it
-    was left behind).  Where another client holds a lock in the sandbox, it says on
+    shell) or SIGQUIT: like ``lockrace run``, it drops its sandbox schema on the
+    way out (it was left behind).  Where another client holds a lock in the sandbox, it says on
     stderr that the schema stays for a later run, still within moments."""
     import uuid
 
@@ -282,7 +284,7 @@ def test_app_on_a_dsn_server_interrupted_drops_its_sandbox(pg_dsn, tmp_path, for
             foreign = pg_dsn.connect()
             foreign.execute("BEGIN")
             foreign.execute(f'LOCK TABLE "{sandbox}".accounts IN ACCESS EXCLUSIVE MODE')
-        code, took = term.signal_and_wait(signal.SIGINT, 20)
+        code, took = term.signal_and_wait(sig, 20)
     finally:
         term.close()
         if foreign is not None:

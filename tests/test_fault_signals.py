@@ -1,5 +1,5 @@
-"""Fault matrix 3 (CLI part): ``lockrace run`` interrupted by SIGINT / SIGTERM
-while three sessions are blocked and a fourth statement sleeps.
+"""Fault matrix 3 (CLI part): ``lockrace run`` interrupted by SIGINT / SIGTERM /
+SIGQUIT while three sessions are blocked and a fourth statement sleeps.
 
 The process must exit promptly (130, one line on stderr, no traceback); its
 private server must be gone with its temp dir (each run gets its own TMPDIR,
@@ -40,9 +40,11 @@ def _check_clean_exit(live: LiveRun, code: int, took: float) -> None:
     assert live.stderr.strip().splitlines() == ["lockrace: interrupted; statements cancelled, servers stopped"]
 
 
-# Each signal on each engine, and each engine with each kind of server, in four runs.
-@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGINT), ("mysql", signal.SIGTERM)],
-                         ids=["postgres-SIGINT", "mysql-SIGTERM"])
+# Each signal on each engine, and each engine with each kind of server, in six runs.
+# SIGQUIT (Ctrl-\\) is a way to stop like the others: it once killed lockrace at once.
+@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGINT), ("mysql", signal.SIGTERM),
+                                        ("postgres", signal.SIGQUIT)],
+                         ids=["postgres-SIGINT", "mysql-SIGTERM", "postgres-SIGQUIT"])
 def test_run_interrupted_on_private_server(engine, sig, tmp_path, server_tmp):
     scenario = tmp_path / "blocks.race"
     scenario.write_text(blocking_scenario(engine))
@@ -75,8 +77,9 @@ def _mysql_leftovers(mysql_dsn, sandbox: str) -> tuple[list, bool]:
         conn.close()
 
 
-@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGTERM), ("mysql", signal.SIGINT)],
-                         ids=["postgres-SIGTERM", "mysql-SIGINT"])
+@pytest.mark.parametrize("engine,sig", [("postgres", signal.SIGTERM), ("mysql", signal.SIGINT),
+                                        ("mysql", signal.SIGQUIT)],
+                         ids=["postgres-SIGTERM", "mysql-SIGINT", "mysql-SIGQUIT"])
 def test_run_interrupted_on_dsn_server(engine, sig, tmp_path, pg_dsn, mysql_dsn):
     token = uuid.uuid4().hex[:8]
     sandbox = f"lockrace_sig_{token}"

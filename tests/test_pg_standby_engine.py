@@ -32,7 +32,8 @@ async def test_engine_names_replay_as_blocker_and_classifies_conflict(pg_standby
     await primary.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int)",
                              "INSERT INTO accounts VALUES (1, 100)"])
     await asyncio.to_thread(wait_replayed, pair.primary_conninfo(), pair.standby_conninfo())
-    standby = await open_backend(Target("postgres", "embedded", conninfo=pair.standby_conninfo(), sandbox="stdby_engine"))
+    standby = await open_backend(Target("postgres", "embedded", conninfo=pair.standby_conninfo(), sandbox="stdby_engine",
+                                        hot_standby=True))
     assert standby.in_recovery and not primary.in_recovery
     on_primary = await Race(primary, ["A"]).open()
     on_standby = await Race(standby, ["B"]).open()

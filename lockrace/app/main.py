@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import sys
 
 from .. import exitguard
 from ..exitguard import EXIT_INTERRUPTED, EXIT_UNUSABLE, INTERRUPTED_LINE
 from ..scenario.errors import ScenarioError
 from ..scenario.library import resolve
-from ..servers.target import Target
+from ..servers.target import PG_ENV, Target, standby_refusal
 
 
 def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None,
@@ -29,13 +30,21 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
 
     pending = {}
     executor = None
+    refusal = None
     if not (targets and engine in targets):
         executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lockrace-server")
         dsn = {**(dsns or {}), "postgres": pg, "mysql": mysql}.get(engine)
         pending[engine] = executor.submit(start_target, engine, dsn)
+        pg_dsn = (pg or os.environ.get(PG_ENV)) if engine == "postgres" else None
+        if pg_dsn:  # a hot standby cannot hold the sandbox: refused before the app opens
+            refusal = executor.submit(standby_refusal, pg_dsn)
     app = None
     try:
         from .app import LockraceApp
+
+        if refusal is not None and refusal.result() is not None:
+            print(f"lockrace: {refusal.result()}", file=sys.stderr)
+            return EXIT_UNUSABLE
 
         app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending,
                           dsns=dsns)
@@ -44,7 +53,7 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         for text in app.farewell:
             print(f"lockrace: {text}", file=sys.stderr)
         if exitguard.app_guard is not None and exitguard.app_guard.fired:
-            # ended by SIGINT, SIGTERM or SIGHUP: said and exited as ``lockrace run`` does
+            # ended by SIGINT, SIGTERM, SIGHUP or SIGQUIT: said and exited as ``lockrace run`` does
             print(INTERRUPTED_LINE, file=sys.stderr)
             code = EXIT_INTERRUPTED
     finally:

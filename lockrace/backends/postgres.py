@@ -21,7 +21,7 @@ from psycopg.waiting import Wait
 
 from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
 from ..core.outcome import classify_postgres
-from ..servers.target import Target, redact
+from ..servers.target import Target, redact, standby_refused
 from . import sandbox as sandbox_mod
 from . import arrival
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
@@ -719,6 +719,8 @@ class PostgresBackend(Backend):
             self.server_version = conn.info.server_version
             cur = await conn.execute("SELECT pg_is_in_recovery()")
             self.in_recovery = bool((await cur.fetchone())[0])
+            if self.in_recovery and not self.target.hot_standby:
+                raise ConnectError(standby_refused(self.target.describe()))
             if self.in_recovery:
                 # a hot standby is read-only: the sandbox comes from its primary by replication
                 cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")

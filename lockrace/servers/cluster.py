@@ -137,5 +137,6 @@ def cluster_target(topology: str, dsns: str | None) -> Cluster:
         else:
             if not dsn.startswith(("postgres://", "postgresql://")):
                 raise DsnError(f"{topo.flag}: {node} needs a postgresql:// DSN, got {redact(dsn)}")
-            nodes[node] = Target("postgres", "DSN", conninfo=dsn, sandbox=sandbox)
+            nodes[node] = Target("postgres", "DSN", conninfo=dsn, sandbox=sandbox,
+                                 hot_standby=(topology == "postgres-standby" and node == "standby"))
     return Cluster(topology, "DSN", nodes)

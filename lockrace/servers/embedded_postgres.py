@@ -21,7 +21,6 @@ from .process import (
     cache_dir,
     install_template,
     make_staging,
-    run_user,
     template_lock,
 )
 
@@ -76,32 +75,30 @@ class EmbeddedPostgres(PrivateServer):
     def _template(self) -> Path:
         version = wheel_version()
         template = cache_dir() / f"pg-{version}-template"
-        if (template / "PG_VERSION").exists():
+        if self.template_ready(template, "PG_VERSION"):
             return template
         with template_lock(template, self._check_cancelled):
-            if (template / "PG_VERSION").exists():
+            if self.template_ready(template, "PG_VERSION"):
                 return template
-            user = run_user()
-            staging = make_staging(user)
+            staging = make_staging(self.user)
             try:
+                # as the server's user (run_helper), into a directory of that user's
                 code, output = self.run_helper(
                     [str(self.bin / "initdb"), "-D", str(staging / "data"), "-U", "postgres", "--auth=trust",
                      "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
-                    user=user.pw_uid if user else None, group=user.pw_gid if user else None,
                 )
                 if code != 0:
                     last = output.strip().splitlines()[-1:] or ["no output"]
                     raise ServerStartError(f"initdb failed: {last[0]}")
-                install_template(staging / "data", template)
+                install_template(staging / "data", template, self)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         return template
 
     def _prepare(self, workdir: Path) -> list[str]:
         data = workdir / "data"
-        data.mkdir(mode=0o700)
-        self.copy_template(self._template(), data)
-        data.chmod(0o700)
+        self.make_dir(data, 0o700)
+        self.copy_template(self._template(), data)  # the template's data directory is 0700 too
         return self._argv(workdir)
 
     def _argv(self, workdir: Path) -> list[str]:

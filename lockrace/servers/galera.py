@@ -82,7 +82,7 @@ class GaleraNode(PrivateMySQL):
 
     def _prepare(self, workdir: Path) -> list[str]:
         data = workdir / "data"
-        data.mkdir()
+        self.make_dir(data, 0o700)
         if self.bootstrap:
             self.copy_template(self._template(), data)
         # a joiner starts empty and gets node1's data by rsync (SST)

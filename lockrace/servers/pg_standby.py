@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 
 from .embedded_postgres import EmbeddedPostgres
-from .process import ServerStartError, _die_with_parent
+from .process import ServerStartError, _die_with_parent, as_user
 
 SLOT_NAME = "lockrace_standby"
 
@@ -90,20 +90,22 @@ class StandbyPostgres(EmbeddedPostgres):
             "-R", "-X", "stream", "-S", SLOT_NAME, "-C", "-c", "fast", "--no-sync",
         ]
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=60, preexec_fn=functools.partial(_die_with_parent, signal.SIGKILL))
+            # as the server's user: the backup is born with the right owner, in a
+            # directory of that user's
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=60, **as_user(self.user),
+                                 preexec_fn=functools.partial(_die_with_parent, signal.SIGKILL))
         except subprocess.TimeoutExpired:
             raise ServerStartError("pg_basebackup did not finish within 60 s") from None
         if res.returncode != 0:
             last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
             raise ServerStartError(f"pg_basebackup failed: {last[0]}")
         self.basebackup_s = (time.perf_counter_ns() - t0) / 1e9
-        data.chmod(0o700)
+        if self.user is None:
+            data.chmod(0o700)  # pg_basebackup makes it 0700 for another user too
         # In postgresql.conf, not on the command line: ALTER SYSTEM (on the
         # standby) and a reload can then change them, e.g. hot_standby_feedback.
-        with open(data / "postgresql.conf", "a") as conf:
-            conf.write("\n# lockrace: hot standby settings\n")
-            for key, value in self.extra.items():
-                conf.write(f"{key} = '{value}'\n")
+        settings = "".join(f"{key} = '{value}'\n" for key, value in self.extra.items())
+        self.append_text(data / "postgresql.conf", "\n# lockrace: hot standby settings\n" + settings)
         return self._argv(workdir)
 
     def _argv(self, workdir: Path) -> list[str]:
@@ -250,7 +252,7 @@ def start_standby(pair: StandbyPair | None = None):
         "primary": Target("postgres", "embedded", conninfo=pair.primary_conninfo(), sandbox=DEFAULT_SANDBOX,
                           server=pair.primary),
         "standby": Target("postgres", "embedded", conninfo=pair.standby_conninfo(), sandbox=DEFAULT_SANDBOX,
-                          server=pair.standby),
+                          server=pair.standby, hot_standby=True),
     }
     details = {
         "primary": str(pair.primary.socket_dir),

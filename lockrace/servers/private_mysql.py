@@ -20,7 +20,6 @@ from .process import (
     cache_dir,
     install_template,
     make_staging,
-    run_user,
     template_lock,
 )
 
@@ -80,27 +79,23 @@ class PrivateMySQL(PrivateServer):
     def _template(self) -> Path:
         version = _version(self.binary).replace("/", "_")
         template = cache_dir() / f"{self.flavor}-{version}-template"
-        if (template / "mysql").is_dir():
+        if self.template_ready(template, "mysql"):
             return template
         with template_lock(template, self._check_cancelled):
-            if (template / "mysql").is_dir():
+            if self.template_ready(template, "mysql"):
                 return template
-            user = run_user()
-            staging = make_staging(user)
+            # the installer runs as the server's user (run_helper), in a directory
+            # of that user's: no --user, nothing for it to chown
+            staging = make_staging(self.user)
             data = staging / "data"
-            uname = user.pw_name if user else None
             if self.flavor == "mariadb":
                 installer = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
                 if not installer:
                     raise ServerStartError("mariadbd is installed but mariadb-install-db is not; cannot initialise a private MariaDB")
                 argv = [installer, "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
                         "--skip-test-db", "--skip-name-resolve"]
-                if uname:
-                    argv.append(f"--user={uname}")
             else:
                 argv = [str(self.binary), "--no-defaults", "--initialize-insecure", f"--datadir={data}"]
-                if uname:
-                    argv.append(f"--user={uname}")
             try:
                 # its temp files in the staging dir: when lockrace runs as root the server
                 # user may not write to $TMPDIR (InnoDB then aborts the bootstrap)
@@ -109,14 +104,14 @@ class PrivateMySQL(PrivateServer):
                     lines = output.strip().splitlines()
                     tail = [line for line in lines if "[ERROR]" in line][:1] or lines[-1:] or ["no output"]
                     raise ServerStartError(f"initialising the private {self.flavor} data directory failed: {tail[0]}")
-                install_template(data, template)
+                install_template(data, template, self)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
         return template
 
     def _prepare(self, workdir: Path) -> list[str]:
         data = workdir / "data"
-        data.mkdir()
+        self.make_dir(data, 0o700)
         self.copy_template(self._template(), data)
         return self._argv(workdir)
 

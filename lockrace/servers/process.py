@@ -5,6 +5,14 @@ runs as an unprivileged user when lockrace runs as root (PostgreSQL refuses to
 run as root), is stopped on exit, and its directory is removed.  A template
 data directory, initialised once, is kept in the user's cache so that later
 starts only copy it.
+
+When lockrace runs as root, everything in a server's directory is made by the
+server's user: lockrace creates the directory, gives that one directory (by a
+file descriptor, never following a link) to the user, and from then on runs
+whatever fills it (mkdir, cp, initdb, mariadb-install-db, pg_basebackup) as
+that user.  Nothing walks a tree the server's user can write and changes
+owners in it: that user could swap a link in and have root give away a
+directory elsewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -48,16 +57,30 @@ def run_user() -> pwd.struct_passwd | None:
     raise ServerStartError("running as root but there is no 'nobody' user to run a private server as")
 
 
-def chown_tree(path: Path, user: pwd.struct_passwd | None, check=None) -> None:
-    """Give ``path`` to ``user``; ``check`` (if given) runs for each directory and may raise."""
+def as_user(user: pwd.struct_passwd | None) -> dict:
+    """Popen keywords that run a program as ``user`` (and no supplementary group
+    of ours: root's groups would otherwise go along)."""
+    if user is None:
+        return {}
+    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+
+
+def hand_over(path: Path, user: pwd.struct_passwd | None) -> None:
+    """Give ``path``, a directory lockrace has just created, to ``user``.
+
+    One directory, not a tree, changed through a descriptor opened without
+    following a link, and only if it is still lockrace's own.
+    """
     if user is None:
         return
-    for root, dirs, files in os.walk(path):
-        if check is not None:
-            check()
-        os.chown(root, user.pw_uid, user.pw_gid)
-        for name in files:
-            os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid, follow_symlinks=False)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise ServerStartError(f"{path} is not a directory lockrace made: it is not handed to {user.pw_name}")
+        os.fchown(fd, user.pw_uid, user.pw_gid)
+    finally:
+        os.close(fd)
 
 
 def _die_with_parent(sig: int) -> None:  # pragma: no cover - runs in the child
@@ -137,6 +160,7 @@ class PrivateServer:
         self._cancelled = False  # a stop came while it started
         self._helper: subprocess.Popen | None = None  # cp or initdb filling a directory, if one runs
         self._helper_lock = threading.Lock()
+        self._log_fd: int | None = None  # server.log, opened before the directory is handed over
 
     # subclasses fill these in
     def _prepare(self, workdir: Path) -> list[str]:
@@ -152,10 +176,10 @@ class PrivateServer:
         self._cancelled = False
         try:
             with self._starting:
+                self._open_log(self.dir / "server.log")  # while the directory is lockrace's alone
+                hand_over(self.dir, self.user)
                 argv = self._prepare(self.dir)
-                chown_tree(self.dir, self.user, self._check_cancelled)
                 self._check_cancelled()  # a stop waits for this lock: it removes the directory next
-                self.log_path = self.dir / "server.log"
                 self.proc = self._spawn(argv)
             deadline = time.monotonic() + timeout
             while not self._ready():
@@ -176,14 +200,14 @@ class PrivateServer:
             raise ServerStartError(f"the private {self.kind} server was stopped while it started")
 
     def run_helper(self, argv: list[str], **popen: object) -> tuple[int, str]:
-        """Run a program that fills a directory for the start (cp, initdb) and
-        return its exit code and output.  A stop kills it, with everything it
-        started, so that the directory can be removed at once instead of under
-        a copy still writing into it."""
+        """Run a program that fills a directory for the start (cp, initdb) as
+        the server's user and return its exit code and output.  A stop kills
+        it, with everything it started, so that the directory can be removed at
+        once instead of under a copy still writing into it."""
         with self._helper_lock:
             self._check_cancelled()
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, start_new_session=True, **popen)
+                                    text=True, start_new_session=True, **as_user(self.user), **popen)
             self._helper = proc
         try:
             output, _ = proc.communicate()
@@ -193,15 +217,81 @@ class PrivateServer:
         self._check_cancelled()
         return proc.returncode, output
 
-    def copy_template(self, template: Path, dest: Path) -> None:
-        code, output = self.run_helper(["cp", "-a", f"{template}/.", str(dest)])
+    def _must(self, argv: list[str], what: str, **popen: object) -> None:
+        code, output = self.run_helper(argv, **popen)
         if code != 0:
             last = output.strip().splitlines()[-1:] or [f"exit code {code}"]
-            raise ServerStartError(f"could not copy the server's template into {dest}: {last[0]}")
+            raise ServerStartError(f"{what}: {last[0]}")
+
+    def make_dir(self, path: Path, mode: int = 0o700) -> None:
+        """Create a directory in the server's directory, owned by the server's user."""
+        if self.user is None:
+            path.mkdir(mode=mode)
+            return
+        self._must(["mkdir", "-m", f"{mode:o}", "--", str(path)], f"could not create {path}")
+
+    def append_text(self, path: Path, text: str) -> None:
+        """Append ``text`` to a file of the server's, as the server's user."""
+        if self.user is None:
+            with open(path, "a") as fh:
+                fh.write(text)
+            return
+        self._must(["sh", "-c", 'printf %s "$1" >> "$2"', "sh", text, str(path)], f"could not write {path}")
+
+    def copy_template(self, template: Path, dest: Path) -> None:
+        """Copy a template data directory into ``dest`` as the server's user,
+        so that every file is born with the right owner.  The template lives in
+        lockrace's cache, which that user may not reach (root's home): the copy
+        is given the template as an open directory instead of its path."""
+        what = f"could not copy the server's template into {dest}"
+        if self.user is None:
+            self._must(["cp", "-a", f"{template}/.", str(dest)], what)
+            return
+        try:
+            fd = os.open(template, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ServerStartError(f"{what}: {exc.strerror}: {template}") from None
+        try:
+            self._must(["cp", "-a", f"/proc/self/fd/{fd}/.", str(dest)], what, pass_fds=(fd,))
+        finally:
+            os.close(fd)
+
+    def template_ready(self, template: Path, marker: str) -> bool:
+        """Whether ``template`` is a complete template this server's user can copy
+        (a template made as another user, by an older lockrace, is made again)."""
+        if not (template / marker).exists():
+            return False
+        if self.user is None:
+            return True
+        try:
+            st = os.lstat(template)
+        except OSError:
+            return False
+        return stat.S_ISDIR(st.st_mode) and st.st_uid == self.user.pw_uid
+
+    def _open_log(self, path: Path) -> None:
+        self.log_path = path
+        self._log_fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o644)
+
+    def _close_log(self) -> None:
+        fd, self._log_fd = self._log_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _log_text(self) -> str:
+        """The server's log, read through lockrace's own descriptor."""
+        fd = self._log_fd
+        if fd is None:
+            return ""
+        size = os.fstat(fd).st_size
+        start = max(0, size - 65536)
+        return os.pread(fd, size - start, start).decode(errors="replace")
 
     def log_tail(self, lines: int = 3) -> str:
         try:
-            text = self.log_path.read_text(errors="replace") if self.log_path else ""
+            text = self._log_text()
         except OSError:
             return ""
         return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
@@ -266,6 +356,7 @@ class PrivateServer:
             self.proc = None
         with contextlib.suppress(ValueError):
             _live.remove(self)
+        self._close_log()
         workdir, self.dir = self.dir, None
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -295,20 +386,20 @@ class PrivateServer:
 
     def _spawn(self, argv: list[str]) -> subprocess.Popen:
         """Start the server process from the launcher thread (see _launch)."""
-        assert self.log_path is not None
+        assert self._log_fd is not None
 
         def launch() -> subprocess.Popen:
-            with open(self.log_path, "ab") as log:
-                return subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    user=self.user.pw_uid if self.user else None,
-                    group=self.user.pw_gid if self.user else None,
-                    preexec_fn=functools.partial(_die_with_parent, self.death_signal),
-                    start_new_session=True,  # a Ctrl-C in the terminal reaches lockrace, not the server
-                )
+            # the log is lockrace's descriptor: never reopened by its path in a
+            # directory the server's user owns
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_fd,
+                stderr=subprocess.STDOUT,
+                preexec_fn=functools.partial(_die_with_parent, self.death_signal),
+                start_new_session=True,  # a Ctrl-C in the terminal reaches lockrace, not the server
+                **as_user(self.user),
+            )
 
         return _launch(launch)
 
@@ -335,21 +426,48 @@ def template_lock(path: Path, check=None):
 
 
 def make_staging(user: pwd.struct_passwd | None) -> Path:
-    """A fresh directory, reachable by ``user``, to initialise a template in.
+    """A fresh directory, owned by ``user``, to initialise a template in (as ``user``).
 
     It lives in the temp dir, not in the cache: when lockrace runs as root the
     cache is under /root, which the unprivileged server user cannot enter.
     """
     staging = Path(tempfile.mkdtemp(prefix="lockrace-init-"))
-    chown_tree(staging, user)
+    try:
+        hand_over(staging, user)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return staging
 
 
-def install_template(staging: Path, template: Path) -> None:
-    """Move an initialised data directory into the cache as the template."""
+def install_template(staging: Path, template: Path, server: "PrivateServer | None" = None) -> None:
+    """Move an initialised data directory into the cache as the template.
+
+    For a server run as another user, the directory is renamed into the cache
+    (the same file system) or copied there by that user, never copied by
+    lockrace: the template stays that user's, file by file.
+    """
     partial = template.with_name(template.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    shutil.move(str(staging), str(partial))
+    shutil.rmtree(template, ignore_errors=True)  # one that is not usable any more
+    user = server.user if server is not None else None
+    if user is None:
+        shutil.move(str(staging), str(partial))
+    elif os.stat(staging.parent).st_dev == os.stat(template.parent).st_dev:
+        os.rename(staging, partial)
+        st = os.lstat(partial)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != user.pw_uid:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise ServerStartError(f"the initialised data directory {staging} was replaced: not used as a template")
+    else:
+        os.mkdir(partial, 0o700)
+        hand_over(partial, user)
+        fd = os.open(partial, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            server._must(["cp", "-a", f"{staging}/.", f"/proc/self/fd/{fd}/."],
+                         f"could not copy the initialised data directory into {partial}", pass_fds=(fd,))
+        finally:
+            os.close(fd)
     partial.rename(template)
 
 

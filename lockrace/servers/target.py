@@ -40,6 +40,9 @@ class Target:
     joins: bool = False
     """A further node of a cluster on DSNs: the first node's backend created and
     owns the sandbox (replicated here); this one only uses it."""
+    hot_standby: bool = False
+    """The standby node of a primary + hot standby cluster: in recovery, read-only,
+    and meant to be.  Any other PostgreSQL target found in recovery is refused."""
 
     @property
     def owned(self) -> bool:
@@ -56,6 +59,26 @@ class Target:
     def stop(self, timeout: float = 10.0) -> None:
         if self.server is not None:
             self.server.stop(timeout)
+
+
+def standby_refused(where: str) -> str:
+    """The sentence for a PostgreSQL server in recovery given where a primary is needed."""
+    return (f"{where} is a hot standby (pg_is_in_recovery() is true), read-only: lockrace needs a primary to"
+            " create its sandbox on; give the primary's DSN, or both to --engine postgres-standby with"
+            " --standby PRIMARY_URI,STANDBY_URI")
+
+
+def standby_refusal(dsn: str) -> str | None:
+    """The sentence refusing ``dsn`` when it is a PostgreSQL hot standby; None for a
+    primary, or for a server that cannot be asked now (the ordinary open says why)."""
+    try:
+        import psycopg
+
+        with psycopg.connect(dsn, connect_timeout=5, autocommit=True, application_name="lockrace check") as conn:
+            in_recovery = bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+    except Exception:
+        return None
+    return standby_refused(redact(dsn)) if in_recovery else None
 
 
 def sandbox_name() -> str:
