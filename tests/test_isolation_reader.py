@@ -131,7 +131,7 @@ def upstream_specs():
     from isolation_helpers import UPSTREAM, specs_in
 
     specs = specs_in(UPSTREAM)
-    assert len(specs) == 18
+    assert len(specs) == 19
     return specs
 
 

@@ -65,28 +65,59 @@ def compare(output: bytes, candidates: list[Path]) -> tuple[bool, str]:
     return False, best_diff
 
 
+SPEC_ENGINES = ("postgres", "mysql")
+
+
+def _say(text: str) -> None:
+    print(f"lockrace: {text}", file=sys.stderr)
+
+
+def refusal(specs: list[Scenario], args) -> str | None:
+    """Why these specs cannot run as asked (one sentence), or None.  Isolation specs
+    run on one server: clusters (galera, postgres-standby) are refused, not half-run."""
+    for flag in ("galera", "standby"):
+        if getattr(args, flag, None):
+            return (f"--{flag} does not apply to isolation specs: a spec runs on one server"
+                    " (give --pg or --mysql)")
+    for spec in specs:
+        engine = args.engine or spec.engines[0]
+        if engine not in SPEC_ENGINES:
+            return (f"{spec.name}: isolation specs run on one server (postgres or mysql), not on the"
+                    f" {engine} cluster")
+    return None
+
+
 async def run_specs(specs: list[Scenario], args) -> int:
+    from ..backends.base import ConnectError
     from ..servers.pool import ServerPool, ServerUnavailable
     from .execute import finish, run_spec
 
     fmt = getattr(args, "format", "transcript")
     stream = fmt != "json"
     several = len(specs) > 1
+    why = refusal(specs, args)
+    if why:
+        _say(why)
+        return EXIT_UNUSABLE
     try:
         plans = [(spec, expected_candidates(args.expected, spec, several)) for spec in specs]
     except ValueError as exc:
-        print(f"lockrace: {exc}", file=sys.stderr)
+        _say(str(exc))
         return EXIT_UNUSABLE
-    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql})
+    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql}, say=_say)
+    guard = getattr(args, "interrupt", None)
+    if guard is not None:
+        guard.stoppers.append(servers)
     results = []
     spent = 0.0
+    unusable = False
     try:
         for index, (spec, candidates) in enumerate(plans):
             engine = args.engine or spec.engines[0]
             try:
                 backend = await servers.backend(engine)
             except ServerUnavailable as exc:
-                print(f"lockrace: {exc}", file=sys.stderr)
+                _say(str(exc))
                 return EXIT_UNUSABLE
             out = bytearray()
 
@@ -98,7 +129,12 @@ async def run_specs(specs: list[Scenario], args) -> int:
 
             t0 = time.perf_counter()
             more = sum((args.engine or s.engines[0]) == engine for s, _ in plans[index + 1:])
-            completed = await run_spec(spec, backend, emit, step_timeout=args.step_timeout, more_coming=more)
+            try:
+                completed = await run_spec(spec, backend, emit, step_timeout=args.step_timeout, more_coming=more)
+            except ConnectError as exc:  # the spec's place could not be made or cleaned: one sentence
+                _say(f"{spec.name}: {exc}")
+                unusable = True
+                break
             elapsed = time.perf_counter() - t0
             spent += elapsed
             matched, diff = (None, "") if candidates is None else compare(bytes(out), candidates)
@@ -118,8 +154,13 @@ async def run_specs(specs: list[Scenario], args) -> int:
     finally:
         try:
             await finish()
+        except ConnectError as exc:
+            _say(str(exc))
+            unusable = True
         finally:
-            await servers.close()
+            await servers.close(quick=guard is not None and guard.fired)
+    if unusable:
+        return EXIT_UNUSABLE
     print(f"lockrace: ran {len(results)} spec{'s' if len(results) != 1 else ''} in {spent:.2f} s wall time "
           f"(server start excluded)", file=sys.stderr)
     if fmt == "json":

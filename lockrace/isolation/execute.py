@@ -81,11 +81,12 @@ async def _run_mysql(spec, backend, emit, step_timeout, poll) -> bool:
         return True
 
     monitor = None
+    xids: set[str] = set()  # XA transactions the spec's sessions prepared and did not end
 
     async def opener(name: str, counted: bool):
         nonlocal monitor
         conn = await loop.run_in_executor(pool, connect, kwargs, database)
-        session = MySession(conn, name, pool, kill)
+        session = MySession(conn, name, pool, kill, xids)
         if counted:
             return session
         monitor = await backend.connect_monitor()
@@ -98,8 +99,15 @@ async def _run_mysql(spec, backend, emit, step_timeout, poll) -> bool:
             await monitor.close()
         try:
             if owned:
-                await loop.run_in_executor(pool, admin, [f"DROP DATABASE IF EXISTS `{database}`"])
+                def end_xa_and_drop() -> None:
+                    for xid in sorted(xids):  # they outlive their connection and keep their locks
+                        with contextlib.suppress(Exception):
+                            admin([f"XA ROLLBACK {xid}"])
+                    admin([f"DROP DATABASE IF EXISTS `{database}`"])
+
+                await loop.run_in_executor(pool, end_xa_and_drop)
             else:
+                backend.prepared_xa.update(xids)  # the sandbox reset rolls them back first
                 await backend.reset_sandbox()
         finally:
             pool.shutdown(wait=False)

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pymysql
 from pymysql.constants import CLIENT
 
-from ..backends.mysql import _Connection, _TEXT_CONV, _error_parts
+from ..backends.mysql import _XA_END, _Connection, _TEXT_CONV, _error_parts
 from .pqprint import format_result
 from .protocol import Item
 
@@ -82,20 +82,51 @@ def run_sql(conn: _Connection, sql: str) -> tuple[list[Item], bytes | None, list
             pass
 
 
+def prepared_xids(sql: str, into: set[str]) -> None:
+    """Note the XA transactions ``sql`` prepares (and forget those it ends)."""
+    for verb, xid in _XA_END.findall(sql):
+        xid = " ".join(xid.split())
+        if verb.upper() == "PREPARE":
+            into.add(xid)
+        else:
+            into.discard(xid)
+
+
 class MySession:
     any_new_notice = False
     total_notices = 0
 
-    def __init__(self, conn: _Connection, name: str, pool: ThreadPoolExecutor, kill):
+    def __init__(self, conn: _Connection, name: str, pool: ThreadPoolExecutor, kill,
+                 spec_xids: set[str] | None = None):
         self.conn = conn
         self.name = name
         self.pid = conn.thread_id()
         self.pool = pool
         self.kill = kill
         self.fut: asyncio.Future | None = None
+        # XA transactions this session prepared and did not end: on MariaDB 10.5+ they outlive
+        # the connection and keep their locks (the teardown and the sandbox drop would wait)
+        self.prepared: set[str] = set()
+        self.spec_xids = spec_xids if spec_xids is not None else set()  # every session's, for the last clean-up
+
+    def _note(self, sql: str) -> None:
+        prepared_xids(sql, self.prepared)
+        prepared_xids(sql, self.spec_xids)
+
+    async def end_permutation(self) -> None:
+        """Before the teardown: roll back the XA transactions this session left prepared
+        (a permutation's steps are over; nothing else would ever end them)."""
+        if not self.prepared or self.busy():
+            return
+        loop = asyncio.get_running_loop()
+        for xid in sorted(self.prepared):
+            await loop.run_in_executor(self.pool, run_sql, self.conn, f"XA ROLLBACK {xid}")
+            self.spec_xids.discard(xid)
+        self.prepared.clear()
 
     async def exec_block(self, sql: str, timeout: float | None = None):
         loop = asyncio.get_running_loop()
+        self._note(sql)
         fut = loop.run_in_executor(self.pool, run_sql, self.conn, sql)
         try:
             _, error, last = await asyncio.wait_for(asyncio.shield(fut), timeout)
@@ -107,6 +138,7 @@ class MySession:
         return True, last, b""
 
     def send(self, sql: str) -> None:
+        self._note(sql)
         self.fut = asyncio.get_running_loop().run_in_executor(self.pool, run_sql, self.conn, sql)
 
     def busy(self) -> bool:
