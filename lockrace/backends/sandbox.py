@@ -9,6 +9,12 @@ on a key derived from the sandbox name, or a MariaDB/MySQL named lock
 (GET_LOCK).  The server releases that lock when the owner's connection ends,
 so a marked sandbox whose lock is free belongs to a process that is gone
 (killed, crashed): the next lockrace run on that server removes it.
+
+A sandbox is dropped (at the end of a run, when it is emptied between
+scenarios, and by the sweep) only when nothing outside it depends on it:
+another client's view over one of its tables, foreign key to one, column or
+function of one of its types stays as it is, and so does the sandbox, with
+one sentence naming that object; a later run's sweep retries.
 """
 
 from __future__ import annotations
@@ -83,3 +89,12 @@ def refuse_existing(kind: str, name: str, comment: str | None, owner_alive: bool
     return SandboxError(
         f"{kind} {name} is left over from a lockrace run that is gone ({owner_text(comment)}) but could not be "
         f"removed (another client holds a lock in it): set LOCKRACE_SANDBOX to another name")
+
+
+def foreign_dependents(what: str, kind: str, name: str, dependents: list[str]) -> str:
+    """Why the sandbox was not dropped (or emptied): objects outside it depend on it."""
+    first = dependents[0]
+    more = f" (and {len(dependents) - 1} more)" if len(dependents) > 1 else ""
+    return (f"could not {what} the sandbox {kind} {name}: {first}{more} outside it depends on objects in it"
+            f" and lockrace never drops what is not its own; the {kind} is left in place (a later lockrace run"
+            f" removes it once nothing outside it depends on it)")
