@@ -125,3 +125,81 @@ async def test_pg_sandbox_own_objects_still_drop(pg_dsn, pg_db, monkeypatch):
     await backend.run_admin(SANDBOX_SETUP)
     await backend.drop_sandbox()
     assert not _pg_schema_exists(pg_dsn, pg_db, sandbox)
+
+
+# ------------------------------------------------------------------ MariaDB
+
+
+def _mysql(mysql_dsn, sql: str, args=()) -> list[tuple]:
+    conn = mysql_dsn.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(sql, args)
+        return list(cur.fetchall()) if cur.description else []
+    finally:
+        conn.close()
+
+
+def _mysql_db_exists(mysql_dsn, name: str) -> bool:
+    return bool(_mysql(mysql_dsn, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,)))
+
+
+MYSQL_FOREIGN = {
+    # DROP DATABASE would leave the view failing ("references invalid table(s)")
+    "view": ("view {o}.rt_peek", "CREATE VIEW `{o}`.rt_peek AS SELECT id, balance FROM `{s}`.accounts",
+             "SELECT COUNT(*) FROM `{o}`.rt_peek"),
+    # DROP DATABASE stops at the parent table (1451) after dropping the others; emptying it with
+    # FOREIGN_KEY_CHECKS = 0 leaves the foreign key pointing at nothing
+    "foreign key": ("foreign key rt_child_fk of table {o}.rt_child",
+                    "CREATE TABLE `{o}`.rt_child (id int PRIMARY KEY, acct int,"
+                    " CONSTRAINT rt_child_fk FOREIGN KEY (acct) REFERENCES `{s}`.accounts (id)) ENGINE=InnoDB",
+                    "INSERT INTO `{o}`.rt_child VALUES (1, 1)"),
+    # the other client's inserts would fail from then on
+    "trigger": ("trigger {o}.rt_audit",
+                "CREATE TRIGGER `{o}`.rt_audit AFTER INSERT ON `{o}`.rt_log FOR EACH ROW"
+                " UPDATE {s}.accounts SET balance = balance + 0 WHERE id = NEW.id",
+                "INSERT INTO `{o}`.rt_log VALUES (1)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(MYSQL_FOREIGN))
+async def test_mysql_drop_leaves_a_sandbox_another_database_uses(kind, mysql_dsn, monkeypatch):
+    what, ddl, check = MYSQL_FOREIGN[kind]
+    token = uuid.uuid4().hex[:8]
+    sandbox, other = f"lockrace_dep_{token}", f"fault_dep_{token}"
+    monkeypatch.setenv("LOCKRACE_SANDBOX", sandbox)
+    _mysql(mysql_dsn, f"CREATE DATABASE `{other}`")
+    _mysql(mysql_dsn, f"CREATE TABLE `{other}`.rt_log (id int) ENGINE=InnoDB")
+    try:
+        backend = await open_backend(mysql_target(mysql_dsn.dsn()))
+        try:
+            await backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL) ENGINE=InnoDB",
+                                     "CREATE TABLE notes (id int PRIMARY KEY) ENGINE=InnoDB",
+                                     "INSERT INTO accounts VALUES (1, 100), (2, 200)"])
+            _mysql(mysql_dsn, ddl.format(s=sandbox, o=other))
+            with pytest.raises(SandboxError) as err:
+                await backend.reset_sandbox()
+            assert f"could not empty the sandbox database {sandbox}: " in str(err.value)
+        finally:
+            with pytest.raises(SandboxError) as err:
+                await backend.drop_sandbox()
+        line = str(err.value)
+        assert "\n" not in line
+        assert f"could not drop the sandbox database {sandbox}: {what.format(o=other)}" in line, line
+        assert "the database is left in place" in line, line
+        _mysql(mysql_dsn, check.format(o=other))  # the other client's object still works
+        assert _mysql(mysql_dsn, f"SELECT id FROM `{sandbox}`.notes") == []  # nothing of it was dropped
+        assert _mysql(mysql_dsn, f"SELECT balance FROM `{sandbox}`.accounts ORDER BY 1") == [(100,), (200,)]
+
+        # the next run's sweep leaves it too, and removes it once nothing uses it
+        monkeypatch.delenv("LOCKRACE_SANDBOX")
+        later = await open_backend(mysql_target(mysql_dsn.dsn()))
+        await later.drop_sandbox()
+        assert _mysql_db_exists(mysql_dsn, sandbox), "the sweep dropped a database another client uses"
+        _mysql(mysql_dsn, f"DROP DATABASE `{other}`")
+        later = await open_backend(mysql_target(mysql_dsn.dsn()))
+        await later.drop_sandbox()
+        assert not _mysql_db_exists(mysql_dsn, sandbox)
+    finally:
+        _mysql(mysql_dsn, f"DROP DATABASE IF EXISTS `{other}`")
+        _mysql(mysql_dsn, f"DROP DATABASE IF EXISTS `{sandbox}`")

@@ -926,6 +926,8 @@ class MySQLBackend(Backend):
                     continue  # its owner is alive
             try:
                 self._end_connections(cur, name)
+                if self._foreign_dependents(cur, name):
+                    continue  # another client's object uses it: left for a later run
                 cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.SWEEP_LOCK_WAIT_S}")
                 cur.execute(f"DROP DATABASE `{name}`")
             except pymysql.MySQLError:
@@ -937,6 +939,36 @@ class MySQLBackend(Backend):
                         cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
                 except pymysql.MySQLError:
                     pass
+
+    @staticmethod
+    def _foreign_dependents(cur, name: str) -> list[str]:
+        """Objects in other databases that use database ``name``: a foreign key to one of its
+        tables, a view over one, a trigger, routine or event whose body names it.  DROP
+        DATABASE would break them (a view or trigger fails from then on), or stop halfway
+        (a foreign key: MariaDB drops the tables before the one it refuses)."""
+        found: list[str] = []
+        cur.execute(
+            "SELECT DISTINCT CONSTRAINT_SCHEMA, TABLE_NAME, CONSTRAINT_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS"
+            " WHERE UNIQUE_CONSTRAINT_SCHEMA = %s AND CONSTRAINT_SCHEMA <> %s ORDER BY 1, 2, 3", (name, name))
+        found += [f"foreign key {c} of table {d}.{t}" for d, t, c in cur.fetchall()]
+        # the others name it in their text (a view's definition always qualifies its tables)
+        like = "%" + name.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
+        mentions = re.compile(r"(?<![\w$])`?" + re.escape(name) + r"`?\s*\.", re.I)
+        for kind, sql in (
+                ("view", "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS"
+                         " WHERE TABLE_SCHEMA <> %s AND VIEW_DEFINITION LIKE %s"),
+                ("trigger", "SELECT TRIGGER_SCHEMA, TRIGGER_NAME, ACTION_STATEMENT FROM information_schema.TRIGGERS"
+                            " WHERE TRIGGER_SCHEMA <> %s AND ACTION_STATEMENT LIKE %s"),
+                ("routine", "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_DEFINITION FROM information_schema.ROUTINES"
+                            " WHERE ROUTINE_SCHEMA <> %s AND ROUTINE_DEFINITION LIKE %s"),
+                ("event", "SELECT EVENT_SCHEMA, EVENT_NAME, EVENT_DEFINITION FROM information_schema.EVENTS"
+                          " WHERE EVENT_SCHEMA <> %s AND EVENT_DEFINITION LIKE %s")):
+            try:
+                cur.execute(sql + " ORDER BY 1, 2", (name, like))
+            except pymysql.MySQLError:
+                continue  # (MySQL 8 keeps no EVENTS for some users)
+            found += [f"{kind} {d}.{n}" for d, n, text in cur.fetchall() if mentions.search(str(text or ""))]
+        return found
 
     @staticmethod
     def _end_connections(cur, name: str) -> None:
@@ -997,6 +1029,11 @@ class MySQLBackend(Backend):
             self._check_owner(cur)
         exists = self._check_mine(cur)
         self._end_prepared_xa(cur)
+        if exists and not self.target.owned:
+            dependents = self._foreign_dependents(cur, self.sandbox)
+            if dependents:
+                raise sandbox_mod.SandboxError(sandbox_mod.foreign_dependents(
+                    what, "database", self.sandbox, dependents))
         try:
             work(cur, exists)
         except pymysql.MySQLError as exc:
