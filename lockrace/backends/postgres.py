@@ -21,7 +21,7 @@ from psycopg.waiting import Wait
 
 from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
 from ..core.outcome import classify_postgres
-from ..servers.target import Target, redact
+from ..servers.target import Target, pg_options, redact
 from . import sandbox as sandbox_mod
 from . import arrival
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
@@ -734,8 +734,7 @@ class PostgresBackend(Backend):
         options = self._budget_options(app, bounded)
         if search_path:
             options.insert(0, f"-c search_path={self.sandbox}")
-        if options:
-            kwargs["options"] = " ".join(options)
+        kwargs["options"] = pg_options(self.target.conninfo, *options)
         try:
             conn = await psycopg.AsyncConnection.connect(self.target.conninfo, **kwargs)
         except psycopg.Error as exc:
@@ -1008,7 +1007,7 @@ class PostgresBackend(Backend):
         try:
             conn = psycopg.Connection.connect(
                 self.target.conninfo, autocommit=True, application_name=self._app(app),
-                connect_timeout=5, options=" ".join(options),
+                connect_timeout=5, options=pg_options(self.target.conninfo, *options),
             )
         except (psycopg.Error, OSError) as exc:
             raise _connect_error(exc, self.target) from None

@@ -18,6 +18,8 @@ import psycopg
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
+from ..servers.target import pg_options
+
 SPEC_DB = "lockrace_isolation"
 AHEAD = 2  # databases created ahead for the specs that follow
 
@@ -105,7 +107,7 @@ class PgPlace:
         if getattr(self.backend, "server_version", 0) >= 140000:
             # a backend waiting on a lock notices within a second that lockrace is gone
             settings["client_connection_check_interval"] = "1000"
-        conninfo = make_conninfo(self.target.conninfo, options=_options(settings))
+        conninfo = make_conninfo(self.target.conninfo, options=pg_options(self.target.conninfo, _options(settings)))
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=5)
             await conn.close()
@@ -114,7 +116,7 @@ class PgPlace:
             for key in _SUPERUSER_ONLY:
                 self._settings.pop(key, None)
                 settings.pop(key, None)
-            conninfo = make_conninfo(self.target.conninfo, options=_options(settings))
+            conninfo = make_conninfo(self.target.conninfo, options=pg_options(self.target.conninfo, _options(settings)))
         self.conninfo = conninfo
         return conninfo
 
