@@ -245,7 +245,7 @@ async def test_transcript_shows_notices_and_warnings(pg_backend, mysql_backend):
     for backend, sql, said in (
         (pg_backend, "SET LOCAL lock_timeout = '100ms';", "WARNING:  SET LOCAL can only be used in transaction blocks"),
         (mysql_backend, "SET SESSION innodb_lock_wait_timeout = 2000000000;",
-         "Warning (Code 1292): Truncated incorrect innodb_lock_wait_timeout value: '2000000000'"),
+         "1 warning (SHOW WARNINGS lists it)"),
     ):
         scenario = parse_scenario(f"engines: postgres, mysql\nA> {sql}\n    notice: {said[-30:]}\n")
         lines: list[str] = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..core.events import Budget, LockInfo, StatementResult
+from ..core.sqltext import NAME, NUMBER, OP, WORD, has_call, try_statements
 
 
 class ConnectError(Exception):
@@ -177,36 +178,84 @@ class Backend(ABC):
 
 # ----------------------------------------------------------------- SQL helpers
 
-_LOCKING_CLAUSE = re.compile(
-    r"\s+(FOR\s+(?:NO\s+KEY\s+)?UPDATE|FOR\s+(?:KEY\s+)?SHARE|LOCK\s+IN\s+SHARE\s+MODE)"
-    r"(\s+OF\s+[\w.\",\s]+?)?\s+SKIP\s+LOCKED",
-    re.IGNORECASE,
-)
-_LIMIT = re.compile(r"\s+LIMIT\s+(\d+)(\s+OFFSET\s+\d+)?", re.IGNORECASE)
-_FROM_TABLE = re.compile(r"\bFROM\s+([A-Za-z_][\w$]*)", re.IGNORECASE)
+class NoProbe(Exception):
+    """Why a SKIP LOCKED read's passed-over rows are not counted (one sentence)."""
 
 
-def skip_probe(sql: str) -> tuple[str, int | None, str | None] | None:
-    """For a plain ``SELECT ... FOR UPDATE SKIP LOCKED [LIMIT n]``: the same read
-    without its locking clause and LIMIT, the LIMIT, and the table it reads.
+def skip_probe(sql: str, dialect: str = "postgres") -> tuple[str, int | None, str | None]:
+    """For a plain ``SELECT ... FOR UPDATE SKIP LOCKED [LIMIT n | FETCH FIRST n ROWS ONLY]``:
+    the same read without its locking clause and its limit (to be run on lockrace's own
+    connection, never the session's), the limit, and the table it reads.
 
-    None when the statement is not a single SELECT we can rewrite safely.
+    Raises NoProbe with the reason when the read cannot be repeated without changing
+    anything or being wrong: more than one statement, not a SELECT, a function call
+    (it may write, or give other values when run again: nextval(), clock_timestamp(),
+    UUID(), RAND(), a function of the user's), an OFFSET or a limit that is not a
+    plain number.
     """
-    body = sql.strip().rstrip(";").strip()
-    if ";" in body or not re.match(r"(?is)^select\b", body):
-        return None
-    if not _LOCKING_CLAUSE.search(body):
-        return None
-    probe = _LOCKING_CLAUSE.sub("", body)
-    limit = None
-    m = _LIMIT.search(probe)
-    if m:
-        limit = int(m.group(1))
-        if m.group(2):
-            return None  # OFFSET makes "which rows were passed over" ambiguous
-        probe = probe[: m.start()] + probe[m.end() :]
-    table = _FROM_TABLE.search(probe)
-    return probe, limit, table.group(1) if table else None
+    stmts = try_statements(sql, dialect)
+    if not stmts or len(stmts) != 1:
+        raise NoProbe("not a single SELECT")
+    toks = stmts[0]
+    if not toks[0].is_word("SELECT"):
+        raise NoProbe("not a plain SELECT")
+    if has_call(toks):
+        raise NoProbe("it calls a function, which running it again could repeat")
+    cut: list[tuple[int, int]] = []  # token index ranges to leave out
+    limit: int | None = None
+    depth, i, n = 0, 0, len(toks)
+    locking = False
+    while i < n:
+        tok = toks[i]
+        if tok.kind == OP and tok.value == "(":
+            depth += 1
+        elif tok.kind == OP and tok.value == ")":
+            depth -= 1
+        elif depth == 0 and tok.is_word("FOR") and i + 1 < n and toks[i + 1].is_word("UPDATE", "SHARE", "NO", "KEY"):
+            j = i + 1
+            while j < n and not toks[j].is_word("LIMIT", "FETCH", "OFFSET", "FOR"):
+                j += 1
+            clause = [t.value for t in toks[i:j] if t.kind == WORD]
+            if "SKIP" in clause:
+                locking = True
+            cut.append((i, j))
+            i = j
+            continue
+        elif depth == 0 and tok.is_word("LOCK") and i + 2 < n and toks[i + 1].is_word("IN"):
+            cut.append((i, min(n, i + 4)))
+            i += 4
+            continue
+        elif depth == 0 and tok.is_word("OFFSET"):
+            raise NoProbe("OFFSET makes which rows were passed over ambiguous")
+        elif depth == 0 and tok.is_word("LIMIT"):
+            if i + 1 < n and toks[i + 1].kind == NUMBER and toks[i + 1].value.isdigit() and \
+                    (i + 2 == n or toks[i + 2].kind == WORD):
+                limit = int(toks[i + 1].value)
+                cut.append((i, i + 2))
+                i += 2
+                continue
+            raise NoProbe("its LIMIT is not a plain number")
+        elif depth == 0 and tok.is_word("FETCH"):
+            words_ = toks[i:i + 5]
+            if len(words_) == 5 and words_[1].is_word("FIRST", "NEXT") and words_[2].kind == NUMBER \
+                    and words_[2].value.isdigit() and words_[3].is_word("ROW", "ROWS") and words_[4].is_word("ONLY"):
+                limit = int(words_[2].value)
+                cut.append((i, i + 5))
+                i += 5
+                continue
+            raise NoProbe("its FETCH clause is not FETCH FIRST n ROWS ONLY")
+        i += 1
+    if not locking:
+        raise NoProbe("no SKIP LOCKED clause")
+    pieces, pos = [], 0
+    for a, b in cut:
+        pieces.append(sql[pos:toks[a].start])
+        pos = toks[b - 1].end
+    pieces.append(sql[pos:toks[-1].end])
+    probe = " ".join(p.strip() for p in pieces if p.strip())
+    table = next((toks[k + 1].value.lower() if toks[k + 1].kind == WORD else toks[k + 1].value
+                  for k in range(n - 1) if toks[k].is_word("FROM") and toks[k + 1].kind in (WORD, NAME)), None)
+    return probe, limit, table
 
 
 _QUOTED_RELATION = re.compile(r'relation "([^"]+)"')

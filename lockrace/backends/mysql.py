@@ -28,6 +28,7 @@ import pymysql.cursors
 import pymysql.protocol
 from pymysql.constants import CLIENT, COMMAND, SERVER_STATUS
 
+from ..core import prepared as prepared_mod
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
@@ -142,9 +143,6 @@ def _error_parts(exc: Exception) -> tuple[int | None, str]:
     return None, str(exc) or type(exc).__name__
 
 
-_XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')*'|[\w$]+)(?:\s*,\s*(?:'(?:[^'\\]|\\.|'')*'|[\w$]+))*)",
-                     re.IGNORECASE)
-
 
 # lock wait timeout (row or metadata lock), NOWAIT refusal (MySQL 8), deadlock
 _LOCK_ERRNOS = frozenset({"1205", "3572", "1213"})
@@ -171,15 +169,15 @@ class MySQLSession(SocketWatch, SessionConnection):
         # whoever uses the connection holds this: the session's thread, or the loop from a
         # send until its answer is read (see mysql_answer.py)
         self._lock = threading.Lock()
+        self.rollback_on_timeout = False  # innodb_rollback_on_timeout (the backend reads it)
         self._init_watch()
 
-    def _note_xa(self, sql: str) -> None:
-        for verb, xid in _XA_END.findall(sql):
-            xid = " ".join(xid.split())
-            if verb.upper() == "PREPARE":
-                self.prepared_xa.add(xid)
-            else:
-                self.prepared_xa.discard(xid)
+    def _note_xa(self, sql: str, result: StatementResult) -> None:
+        """The XA transactions ``sql`` prepared or ended, as the server's answer says."""
+        done = result.result_sets if result.result_sets else ([result] if not result.code else [])
+        prepared, finished = prepared_mod.changes(sql, [r.tag for r in done], "mysql")
+        self.prepared_xa.difference_update(finished)
+        self.prepared_xa.update(prepared)
 
     @property
     def closed(self) -> bool:
@@ -242,13 +240,11 @@ class MySQLSession(SocketWatch, SessionConnection):
                     break
             t1 = arrived_ns or perf_counter_ns()
             if warnings:
-                # what the mysql client prints after "Query OK, ... 1 warning": SHOW WARNINGS
-                # (a diagnostic statement: it leaves the warnings in place)
-                try:
-                    cur.execute("SHOW WARNINGS")
-                    sets[-1].notices = [f"{level} (Code {code}): {text}" for level, code, text in cur.fetchall()]
-                except pymysql.MySQLError:
-                    pass
+                # what the mysql client says after "Query OK, ...": the count.  Reading them
+                # (SHOW WARNINGS) is the user's to do: a statement of lockrace's here would
+                # change what ROW_COUNT(), FOUND_ROWS() and the user's own SHOW WARNINGS say.
+                sets[-1].notices = [f"{warnings} warning{'s' if warnings != 1 else ''} (SHOW WARNINGS lists"
+                                    f" {'them' if warnings != 1 else 'it'})"]
         except pymysql.MySQLError as exc:
             t1 = arrived_ns or perf_counter_ns()
             errno, message = _error_parts(exc)
@@ -316,36 +312,26 @@ class MySQLSession(SocketWatch, SessionConnection):
             self._lock.acquire()
         try:
             result = self._execute(sql, sent_ns)
-            if self._needs_status(result):
-                self._read_status()
+            self._needs_status(result)
         finally:
             self._lock.release()
         return result
 
     def _needs_status(self, result: StatementResult) -> bool:
-        """Whether the session's status flags must be read back after ``result``: an
-        error packet carries none, so after an error they are as the last OK left them."""
-        if not result.code or self.closed:
-            return False
-        status = self.conn.server_status
-        # a lock error outside any transaction, in autocommit mode: the server rolled
-        # back the statement's own, nothing is open, the flags are still true
-        return not (result.code in _LOCK_ERRNOS and status & SERVER_STATUS.SERVER_STATUS_AUTOCOMMIT
-                    and not status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
-
-    def _read_status(self) -> None:
-        # in the same worker thread as the statement (a second hop costs ~0.2 ms, measured)
-        try:
-            self.conn.query("DO 0")
-        except pymysql.MySQLError:
-            pass
+        """An error packet carries no status flags: the session's transaction state
+        after an error is worked out from what the server does on that error, not
+        read back (a statement of lockrace's on the session's connection would
+        change what the user's next statement sees).  A deadlock rolls back the
+        whole transaction, and so does a lock wait timeout under
+        innodb_rollback_on_timeout; any other error leaves the transaction as it
+        was.  The flags are set accordingly; nothing is left to read (False)."""
+        if result.code == "1213" or result.code == "1205" and self.rollback_on_timeout:
+            self.conn.server_status &= ~SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        return False
 
     def _read_status_then(self, result: StatementResult) -> StatementResult:
         """On the thread, after an answer read on the loop (which holds the lock)."""
-        try:
-            self._read_status()
-        finally:
-            self._lock.release()
+        self._lock.release()
         return result
 
     def _thread(self) -> SessionThread:
@@ -359,8 +345,8 @@ class MySQLSession(SocketWatch, SessionConnection):
             sent = self._thread().submit(self._execute_refreshed, sql)
         # the answer is read to its end even if the caller stops waiting for it
         result = await sent
-        if result.outcome == "ok" or result.result_sets:
-            self._note_xa(sql)
+        if "XA" in sql.upper():
+            self._note_xa(sql, result)
         return result
 
     async def txn_state(self) -> str:
@@ -709,17 +695,19 @@ class MySQLMonitor(MonitorConnection):
         """The read as committed and the read at READ UNCOMMITTED (rows others are
         still inserting appear there: InnoDB's SKIP LOCKED skips them)."""
 
-        def work():
+        def read(isolation: str) -> list[tuple]:
+            # a read-only transaction, rolled back: the read can change nothing
             cur = self.conn.cursor()
-            cur.execute(sql)
-            committed = [tuple(r) for r in cur.fetchall()]
-            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+            cur.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+            cur.execute("START TRANSACTION READ ONLY")
             try:
                 cur.execute(sql)
-                latest = [tuple(r) for r in cur.fetchall()]
+                return [tuple(r) for r in cur.fetchall()]
             finally:
-                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            return committed, latest
+                cur.execute("ROLLBACK")
+
+        def work():
+            return read("READ COMMITTED"), read("READ UNCOMMITTED")
 
         try:
             return await self._call(work)
@@ -751,6 +739,8 @@ class MySQLBackend(Backend):
         self.galera = False  # a Galera node (wsrep_on): ownership needs the replicated heartbeat
         self.heartbeat: _Heartbeat | None = None
         self.alive_elsewhere: set[str] = set()  # marked sandboxes the sweep found alive (on another node)
+        self.budget_defaults: dict[str, float] = {}  # the global values (ms) that SET ... = DEFAULT gives
+        self.rollback_on_timeout = False  # innodb_rollback_on_timeout: a 1205 ends the whole transaction
 
     def _connect_sync(self, database: str | None, role: str = "session") -> _Connection:
         """A connection; ``role`` "admin" (setup, teardown, sandbox) or "monitor"
@@ -835,9 +825,19 @@ class MySQLBackend(Backend):
                     cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
                 cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS"
                             " WHERE PLUGIN_NAME = 'METADATA_LOCK_INFO' AND PLUGIN_STATUS = 'ACTIVE'")
-                return version, int(cur.fetchone()[0])
+                mdl = int(cur.fetchone()[0])
+                # what SET ... = DEFAULT gives a session, and whether a lock wait timeout
+                # rolls back the whole transaction (read-only, server-wide)
+                statement_limit = "max_statement_time" if "mariadb" in version.lower() else "max_execution_time"
+                cur.execute(f"SELECT @@global.innodb_lock_wait_timeout, @@global.lock_wait_timeout,"
+                            f" @@global.{statement_limit}, @@global.innodb_rollback_on_timeout")
+                ilwt, lwt, limit, rollback = cur.fetchone()
+                scale = 1000.0 if statement_limit == "max_statement_time" else 1.0
+                defaults = {"innodb_lock_wait_timeout": float(ilwt) * 1000, "lock_wait_timeout": float(lwt) * 1000,
+                            statement_limit: float(limit) * scale}
+                return version, mdl, defaults, str(rollback) in ("1", "ON")
 
-            raw, mdl = await self._admin_call(conn, probe)
+            raw, mdl, self.budget_defaults, self.rollback_on_timeout = await self._admin_call(conn, probe)
         finally:
             await _close_bounded(conn)
         self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
@@ -1137,8 +1137,9 @@ class MySQLBackend(Backend):
     async def connect_session(self, name: str) -> MySQLSession:
         conn = await self._connect(role="session")
         self.session_idents.add(conn.thread_id())
-        return MySQLSession(conn, name, self.flavor, self.prepared_xa,
-                            self.budget_prefix)
+        session = MySQLSession(conn, name, self.flavor, self.prepared_xa, self.budget_prefix)
+        session.rollback_on_timeout = self.rollback_on_timeout
+        return session
 
     async def connect_monitor(self) -> MySQLMonitor:
         return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,

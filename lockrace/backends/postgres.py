@@ -46,6 +46,7 @@ def process_name(pid: int, backend_type: str) -> str:
     """How lockrace names a server process that is not one of its sessions."""
     name = _PROCESS_NAMES.get(backend_type)
     return name if name else f"{backend_type} (pid {pid})"
+_NOTIFY_PAYLOAD = 200  # characters of a notification's payload kept
 _GUC_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0}
 _GUC_TIME = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?\s*$")
 
@@ -137,13 +138,24 @@ class PostgresSession(SocketWatch, SessionConnection):
         self._worker: SessionThread | None = None
         self._init_watch()
         conn.add_notice_handler(self._on_notice)
+        # LISTEN: each notification is said (as psql says it) and dropped; with no handler
+        # psycopg would keep every one in a backlog nobody reads
+        conn.add_notify_handler(self._on_notify)
 
     def _on_notice(self, diag: psycopg.errors.Diagnostic) -> None:
-        if len(self.notices) >= _MAX_NOTICES:  # a RAISE NOTICE in a loop: keep the first ones
+        self._note(f"{diag.severity_nonlocalized or diag.severity}:  {diag.message_primary}")
+
+    def _on_notify(self, n: psycopg.Notify) -> None:
+        payload = n.payload if len(n.payload) <= _NOTIFY_PAYLOAD else n.payload[:_NOTIFY_PAYLOAD] + "…"
+        self._note(f'Asynchronous notification "{n.channel}"' + (f' with payload "{payload}"' if n.payload else "")
+                   + f" received from server process with PID {n.pid}.")
+
+    def _note(self, line: str) -> None:
+        if len(self.notices) >= _MAX_NOTICES:  # a RAISE NOTICE in a loop, a NOTIFY flood: keep the first ones
             if len(self.notices) == _MAX_NOTICES:
                 self.notices.append("(more notices not kept)")
             return
-        self.notices.append(f"{diag.severity_nonlocalized or diag.severity}:  {diag.message_primary}")
+        self.notices.append(line)
 
     @property
     def closed(self) -> bool:
@@ -598,10 +610,15 @@ class PostgresMonitor(MonitorConnection):
         return bool(row and row[0])
 
     async def plain_read(self, sql: str) -> list[tuple] | None:
-        cur = self.conn.cursor()
+        """A read of the user's (a SKIP LOCKED read without its locking clause): in a
+        read-only transaction that is rolled back, under the monitor's own
+        statement_timeout, so that it can change nothing."""
         try:
-            await cur.execute(sql.encode())
-            return _text_rows(cur)
+            async with self.conn.transaction(force_rollback=True):
+                await self.conn.execute("SET TRANSACTION READ ONLY")
+                cur = self.conn.cursor()
+                await cur.execute(sql.encode())
+                return _text_rows(cur)
         except psycopg.Error:
             return None
 

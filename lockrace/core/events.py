@@ -93,6 +93,8 @@ class StatementResult:
     (() they showed no holder any more; None they cannot tell)."""
     skipped_rows: int = 0
     skipped_from: tuple[str, ...] = ()
+    skip_unknown: str = ""
+    """A SKIP LOCKED read whose passed-over rows were not counted: why (one phrase)."""
     budget: Budget | None = None
     node: str = ""  # cluster races: the node the statement ran on
     conflict: str = ""  # certification_conflict: "certification failure" or "brute-force abort"

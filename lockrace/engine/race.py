@@ -20,7 +20,7 @@ import re
 from time import perf_counter_ns
 from typing import Callable, Iterable
 
-from ..backends.base import Backend, ConnectError, MonitorConnection, count_passed_over, skip_probe
+from ..backends.base import Backend, ConnectError, MonitorConnection, NoProbe, count_passed_over, skip_probe
 from ..core.events import (
     NO_MDL_INFO,
     Budget,
@@ -35,23 +35,22 @@ from ..core.events import (
     StatementStarted,
     StatementUnblocked,
 )
+from ..core import prepared as prepared_mod
 from ..core.outcome import asks_skip_locked, with_skip
+from .budget_book import BudgetBook
 from .session import RunningStatement, Session
 
 SKIP_PROBE_ROWS = 1000  # rows beyond a SKIP LOCKED read's LIMIT that its probe may read
 
 Listener = Callable[[Event], None]
 
-# Statements after which the wait budgets are read back from the server.
-_BUDGET_TOUCHING = re.compile(r"\b(SET|RESET|COMMIT|ROLLBACK|ABORT|END|BEGIN|START|DISCARD)\b", re.IGNORECASE)
+# Statements after which the session's wait budgets may differ (its BudgetBook follows them).
+_BUDGET_TOUCHING = re.compile(r"\b(SET|RESET|COMMIT|ROLLBACK|ABORT|END|BEGIN|START|DISCARD|SET_CONFIG|SAVEPOINT"
+                              r"|RELEASE|PREPARE)\b", re.IGNORECASE)
 
 # Two-phase commit: what a statement prepared or finished, so that lockrace can roll
 # back what its own sessions left prepared (a prepared transaction outlives its
 # session and keeps its locks until someone finishes it).
-_PG_PREPARE = re.compile(r"\bPREPARE\s+TRANSACTION\s+('(?:[^']|'')*')", re.IGNORECASE)
-_PG_FINISH_PREPARED = re.compile(r"\b(?:COMMIT|ROLLBACK)\s+PREPARED\s+('(?:[^']|'')*')", re.IGNORECASE)
-_XA_PREPARE = re.compile(r"\bXA\s+PREPARE\s+([^;]+?)\s*(?:;|$)", re.IGNORECASE)
-_XA_FINISH = re.compile(r"\bXA\s+(?:COMMIT|ROLLBACK)\s+([^;]+?)(?:\s+ONE\s+PHASE)?\s*(?:;|$)", re.IGNORECASE)
 
 _WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
 # statements that ask for an exclusive metadata lock: while one waits for it, later
@@ -179,7 +178,7 @@ class Race:
             raise failure
         for name, node, conn in zip(self.names, nodes, conns):
             self.sessions[name] = Session(name, conn, self.backend.flavor, node)
-        await asyncio.gather(*(self._refresh_state(s, budgets=True) for s in self.sessions.values()))
+        await asyncio.gather(*(self._refresh_state(s) for s in self.sessions.values()))
         self._watcher = asyncio.create_task(self._watch(), name="lockrace-watcher")
         return self
 
@@ -195,7 +194,7 @@ class Race:
             raise
         session = Session(name, conn, self.backend.flavor, node)
         self.sessions[name] = session
-        await self._refresh_state(session, budgets=True)
+        await self._refresh_state(session)
         return session
 
     async def close(self, grace: float = 2.0) -> None:
@@ -254,16 +253,17 @@ class Race:
         """Roll back the prepared transactions this race's sessions left behind
         (PREPARE TRANSACTION / XA PREPARE without COMMIT/ROLLBACK PREPARED).
 
-        On the session that prepared it when that connection still works (MariaDB
-        lets only the owner finish an attached XA transaction), otherwise on a
-        short-lived connection of its own.  Returns what could not be rolled back.
+        MariaDB/MySQL: on the session that prepared it when that connection still
+        works (only the owner may finish an attached XA transaction), otherwise (and
+        on PostgreSQL always) on a short-lived connection of its own.  Returns what could not be rolled back.
         """
         left = []
         for gid, name in list(self.prepared.items()):
             sql = f"ROLLBACK PREPARED {gid}" if self.backend.engine == "postgres" else f"XA ROLLBACK {gid}"
             session = self.sessions.get(name)
             try:
-                if session is not None and session.running is None and not session.conn.closed:
+                if self.backend.engine == "mysql" and session is not None and session.running is None \
+                        and not session.conn.closed:
                     res = await _within(session.conn.execute(sql), timeout)
                     if res.outcome == "connection_lost":
                         await _within(self.backend.run_admin([sql]), timeout)
@@ -443,7 +443,7 @@ class Race:
             self.emit(StatementFinished(session.name, perf_counter_ns(), stmt.stmt_id, stmt.sql, result,
                                         node=session.node))
             if stmt.told_early and session.conn.txn_state_now() != session.txn:
-                await self._refresh_state(session, budgets=False)  # not what the server said after all
+                await self._refresh_state(session)  # not what the server said after all
             else:
                 self.emit(SessionState(session.name, perf_counter_ns(), session.txn, session.budgets, session.ident,
                                        node=session.node))
@@ -454,7 +454,7 @@ class Race:
                 await self._after(session, result)
             # The session stays busy until its state is read back: one connection,
             # one request at a time (PyMySQL connections are not thread-safe).
-            await self._refresh_state(session, budgets=stmt.touches_budgets)
+            await self._refresh_state(session, stmt=stmt if stmt.touches_budgets else None)
         if self.backend.engine == "mysql":
             _track_metadata(session, stmt.sql, result)
         if session.txn == "idle":
@@ -539,12 +539,15 @@ class Race:
             _answered(stmt)
 
     def _track_prepared(self, session: Session, sql: str, result: StatementResult) -> None:
-        pg = self.backend.engine == "postgres"
-        for gid in (_PG_FINISH_PREPARED if pg else _XA_FINISH).findall(sql):
-            self.prepared.pop(" ".join(gid.split()), None)
-        if result.outcome == "ok" or result.result_sets:  # a multi-statement step may have prepared before failing
-            for gid in (_PG_PREPARE if pg else _XA_PREPARE).findall(sql):
-                self.prepared[" ".join(gid.split())] = session.name
+        """The prepared transactions this session's statement prepared or finished, as
+        the server's answer says (see core/prepared.py): only these are lockrace's to
+        roll back at the end."""
+        done = result.result_sets if result.result_sets else ([result] if not result.code else [])
+        prepared, finished = prepared_mod.changes(sql, [r.tag for r in done], self.backend.engine)
+        for gid in finished:
+            self.prepared.pop(gid, None)
+        for gid in prepared:
+            self.prepared[gid] = session.name
 
     async def _before(self, session: Session, sql: str) -> StatementResult | None:
         """Cluster races: the topology's preparation for a statement on this node
@@ -632,46 +635,55 @@ class Race:
 
     async def _account_skipped(self, session: Session, sql_text: str, result: StatementResult) -> None:
         """How many rows the SKIP LOCKED read passed over because others lock them,
-        and who holds them.  PostgreSQL: the same read without its locking clause,
-        on the monitor, or on the session's own connection once its transaction
-        changed rows (its own uncommitted deletes are no skipped rows; the read
-        changes nothing there: its snapshot is already taken).  MariaDB/MySQL: on the monitor, as committed and at READ
-        UNCOMMITTED (a plain read in the session would fix an InnoDB
-        REPEATABLE READ snapshot the session has not taken yet)."""
-        probe = skip_probe(sql_text)
+        and who holds them: the same read without its locking clause, run again on
+        lockrace's own monitor connection (never the session's), in a read-only
+        transaction that is rolled back, bounded in time.  Where that could change
+        anything or give a wrong count, nothing is run and the result says why the
+        count is unknown (``skip_unknown``): a read that calls a function, one whose
+        limit the probe cannot repeat, a session whose own transaction changed rows
+        (PostgreSQL: those changes are seen only from the session's connection).
+        MariaDB/MySQL: read as committed and at READ UNCOMMITTED (rows others are
+        still inserting are seen there, and InnoDB's SKIP LOCKED passes them over)."""
         monitor = self.monitor_for(session)
-        if probe is None or monitor is None or result.truncated:
-            return  # a read too large to keep whole is not compared row by row
-        sql, limit, table = probe
+        if monitor is None:
+            return
+        try:
+            sql, limit, table = skip_probe(sql_text, "postgres" if self.backend.engine == "postgres" else "mysql")
+            if result.truncated:
+                raise NoProbe("the result is too large to compare row by row")
+            if self.backend.engine == "postgres" and session.wrote_in_txn:
+                raise NoProbe("this transaction changed rows itself, which only its own connection sees")
+        except NoProbe as why:
+            result.skip_unknown = str(why)
+            return
         bound = (limit or 0) + SKIP_PROBE_ROWS  # the probe reads a bounded number of rows too
         try:
             # bounded here too: the monitor's own limits need a server that answers
             probe_sql = f"{sql} LIMIT {bound}"
-            if self.backend.engine == "postgres" and session.wrote_in_txn:
-                # its own uncommitted changes are seen only from its own connection
-                mine = await _within(session.conn.execute(probe_sql), CANCEL_S)
-                if mine.outcome != "ok":
-                    return
-                seen, latest, own = mine.rows, None, 0
-            elif self.backend.engine == "postgres":
+            if self.backend.engine == "postgres":
                 seen, latest, own = await _within(monitor.plain_read(probe_sql), CANCEL_S), None, 0
             else:
                 seen, latest = await _within(monitor.skip_reads(probe_sql), CANCEL_S)
                 own = int(session.wrote_in_txn)
             if seen is None:
+                result.skip_unknown = "the server did not answer the count's read"
                 return
             for rows in (seen, latest or []):
                 if len(rows) >= bound and (limit is None or not result.rows or result.rows[-1] not in rows):
-                    return  # the probe stopped short of what the read passed: no count rather than a wrong one
+                    # the probe stopped short of what the read passed: no count rather than a wrong one
+                    result.skip_unknown = f"more than {bound} rows to compare"
+                    return
             result.skipped_rows = count_passed_over(seen, result.rows, limit, latest, own)
             if result.skipped_rows and table:
                 holders = await _within(monitor.row_lock_holders(table, session.ident), CANCEL_S)
                 result.skipped_from = tuple(sorted(self.holder_name(i, session.node) for i in holders.holders))
         except asyncio.TimeoutError:
+            result.skip_unknown = "the server did not answer the count's read in time"
             self.emit(ServerNote(session.name, perf_counter_ns(), "could not count skipped rows: the server did not answer",
                                  "warning", node=session.node))
             return
         except Exception as exc:
+            result.skip_unknown = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self.emit(ServerNote(session.name, perf_counter_ns(), f"could not count skipped rows: {exc}", "warning",
                                  node=session.node))
             return
@@ -701,13 +713,23 @@ class Race:
         # said whatever was found: a listener waiting to name the holder goes on
         self.emit(StatementExplained(session.name, perf_counter_ns(), stmt.stmt_id, result, node=session.node))
 
-    async def _refresh_state(self, session: Session, budgets: bool) -> None:
+    async def _refresh_state(self, session: Session, stmt: RunningStatement | None = None) -> None:
+        """The session's transaction state (the driver's, from the protocol) and its
+        budgets.  The budgets are read from the server once, on a connection that
+        has not run anything yet; after that they follow what the session runs
+        (``BudgetBook``): nothing of lockrace's runs on a session's connection."""
         try:
             txn = await session.conn.txn_state()
-            if budgets or not session.budgets or txn != session.txn:
-                fresh = await session.conn.budgets()
-                if fresh:
-                    session.budgets = fresh
+            if session.book is None:
+                backend = self._backend_for(session.node)
+                session.book = BudgetBook(session.flavor, await session.conn.budgets(),
+                                          getattr(backend, "budget_defaults", None))
+            elif stmt is not None and stmt.result is not None:
+                result = stmt.result
+                done = result.result_sets if result.result_sets else ([result] if not result.code else [])
+                failed = bool(result.code) or result.outcome in ("cancelled", "connection_lost", "error")
+                session.book.follow(stmt.sql, [r.tag for r in done], failed, txn)
+            session.budgets = session.book.budgets()
         except Exception:
             txn = "closed" if session.conn.closed else session.txn
         session.txn = txn

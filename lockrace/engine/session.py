@@ -57,6 +57,7 @@ class Session:
         self.running: RunningStatement | None = None
         self.txn = "idle"
         self.budgets: tuple[Budget, ...] = ()
+        self.book = None  # its BudgetBook, once the budgets were read at connect (see Race._refresh_state)
         self.last: StatementResult | None = None
         self.wrote_in_txn = False  # an INSERT/UPDATE/DELETE ran in the open transaction
         # MariaDB/MySQL metadata locks, as the session's own statements tell

@@ -98,6 +98,8 @@ def annotation(res: StatementResult, *, was_blocked: bool, blockers, always: boo
             notes.append(holder_words(res))
     elif always:
         notes.append(f"ok in {ms(res.elapsed_ns)}")
+    if res.skip_unknown:
+        notes.append(f"rows passed over not counted: {res.skip_unknown}")
     if was_blocked:
         notes.append(f"waited {ms(res.waited_ns)} blocked by {names_text(blockers)}")
     if res.budget is not None and (was_blocked or res.outcome in ("timed_out", "refused", "statement_timeout",
