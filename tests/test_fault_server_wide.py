@@ -188,3 +188,36 @@ def test_private_server_still_runs_them(tmp_path, server_tmp):
     out = run_lockrace(["run", str(scenario)], lockrace_env(server_tmp), 120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Verified against PostgreSQL" in out.stdout, out.stdout
+
+
+async def test_app_refuses_a_typed_server_wide_statement_on_a_dsn(pg_dsn, monkeypatch):
+    """In the app on a DSN server: the statement is not sent, the panel keeps it, one
+    sentence says why; an ordinary statement still runs."""
+    from app_helpers import enter, finished, running_app
+
+    monkeypatch.setenv("LOCKRACE_SANDBOX", "lockrace_app_wide")
+    before = _auto_conf(pg_dsn)
+    sql = "ALTER /* x */ SYSTEM SET work_mem='7MB';"
+    try:
+        async with running_app(engine="postgres", pg=pg_dsn.dsn()) as (app, pilot):
+            try:
+                await enter(pilot, app, "A", sql)
+                await pilot.pause(0.3)
+                assert app.panels["A"].status.statements == 0
+                assert app.panels["A"].input.value == sql
+                said = [n.message for n in app._notifications]
+                assert any(m.startswith("This statement runs ALTER SYSTEM, which changes the whole server")
+                           for m in said), said
+                await enter(pilot, app, "A", "SELECT 1;")
+                await finished(pilot, app, "A", 1)
+            finally:
+                await app._close_race()
+                await app.pool.close()  # drops the app's sandbox
+        assert _auto_conf(pg_dsn) == before
+        with pg_dsn.connect() as conn:
+            assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'lockrace_app_wide'").fetchone()[0] == 0
+    finally:
+        if _auto_conf(pg_dsn) != before:
+            with pg_dsn.connect() as conn:
+                conn.execute("ALTER SYSTEM RESET work_mem")
+                conn.execute("SELECT pg_reload_conf()")
