@@ -267,6 +267,7 @@ async def cmd_run(args) -> int:
             print(f"lockrace: {sc.name} is written for {', '.join(sc.engines)}, not {args.engine}", file=sys.stderr)
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
+    from .core.serverwide import refuse_server_wide
     from .servers.pool import ServerPool, ServerUnavailable
 
     servers = ServerPool({**_dsns(args), "postgres": args.pg, "mysql": args.mysql}, say=_say)
@@ -280,9 +281,9 @@ async def cmd_run(args) -> int:
             except ServerUnavailable as exc:
                 print(f"lockrace: {exc}", file=sys.stderr)
                 return EXIT_UNUSABLE
-            if sc.changes_server_settings() and not servers.targets[engine].owned:
-                print(f"lockrace: {sc.name} changes server settings (ALTER SYSTEM): it runs only on the servers"
-                      " lockrace starts itself, not on a server given by DSN", file=sys.stderr)
+            wide = sc.server_wide(engine)
+            if wide and not servers.targets[engine].owned:
+                print(f"lockrace: {refuse_server_wide(sc.name, wide)}", file=sys.stderr)
                 return EXIT_UNUSABLE
             backend.admin_timeout = args.step_timeout
             try:

@@ -67,8 +67,9 @@ def test_run_on_a_pair_given_by_dsns(pg_standby_pair, tmp_path):
         before = conn.execute("SELECT setting, source FROM pg_settings WHERE name = 'hot_standby_feedback'").fetchone()
     res = run_lockrace(["run", "pg-standby-hot-standby-feedback", "--standby", dsns], env, timeout=60)
     assert res.returncode == 2, res.stdout + res.stderr
-    assert res.stderr.strip() == ("lockrace: pg-standby-hot-standby-feedback changes server settings (ALTER SYSTEM):"
-                                  " it runs only on the servers lockrace starts itself, not on a server given by DSN")
+    assert res.stderr.strip() == ("lockrace: pg-standby-hot-standby-feedback runs ALTER SYSTEM, which changes the whole"
+                                  " server and not only lockrace's sandbox: it runs only on the servers lockrace starts"
+                                  " itself, not on a server given by DSN")
     with psycopg.connect(pair.standby_conninfo()) as conn:
         after = conn.execute("SELECT setting, source FROM pg_settings WHERE name = 'hot_standby_feedback'").fetchone()
     assert after == before

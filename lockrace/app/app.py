@@ -25,6 +25,7 @@ from textual.widgets import Footer, Header, Static
 
 from .. import exitguard
 from ..core.events import Event, ServerNote, StatementStarted
+from ..core.serverwide import dialect_of, refuse_server_wide, server_wide
 from ..engine.race import Race, SessionBusy
 from ..engine.scheduler import Entry
 from ..render.transcript import names_text
@@ -375,6 +376,10 @@ class LockraceApp(App[int]):
                          themed("bold $lr-red"))
             self.sub_title = f"no server · engine: {engine}"
             return
+        wide = scenario.server_wide(engine) if scenario is not None and not self._owned(engine) else None
+        if wide:
+            self.notify(refuse_server_wide(scenario.name, wide), severity="error")
+            scenario = None  # the free-form sandbox instead
         names = session_names(scenario)
         base = scenario if scenario is not None else free_form(engine)
         topology = getattr(backend, "topology", None)
@@ -774,11 +779,21 @@ class LockraceApp(App[int]):
 
         self.push_screen(SqlEditor(panel.session, draft), done)
 
+    def _owned(self, engine: str) -> bool:
+        """Is the server of ``engine`` one lockrace started (not given by DSN)?"""
+        target = self.pool.targets.get(engine)
+        return target is not None and target.owned
+
     def on_session_panel_submitted(self, message: SessionPanel.Submitted) -> None:
         race = self.race
         name = message.panel.session
         if race is None or not self.ready.is_set():
             self.notify("Not connected yet: wait for the server.", severity="warning")
+            message.panel.input.value = message.sql
+            return
+        wide = None if self._owned(self.engine) else server_wide(message.sql, dialect_of(self.engine))
+        if wide:
+            self.notify(refuse_server_wide("This statement", wide), severity="error")
             message.panel.input.value = message.sql
             return
         try:

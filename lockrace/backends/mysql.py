@@ -736,6 +736,9 @@ class MySQLBackend(Backend):
         self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
         self.session_idents: set[int] = set()  # thread ids of the sessions this backend opened
         self.budget_prefix = ""  # set by a cluster topology (backends/galera.py)
+        self.galera = False  # a Galera node (wsrep_on): ownership needs the replicated heartbeat
+        self.heartbeat: _Heartbeat | None = None
+        self.alive_elsewhere: set[str] = set()  # marked sandboxes the sweep found alive (on another node)
         self.budget_defaults: dict[str, float] = {}  # the global values (ms) that SET ... = DEFAULT gives
         self.rollback_on_timeout = False  # innodb_rollback_on_timeout: a 1205 ends the whole transaction
 
@@ -746,16 +749,18 @@ class MySQLBackend(Backend):
         kwargs = dict(self.target.mysql_kwargs)
         if role == "admin":
             kwargs["read_timeout"] = self.admin_timeout + 5
+        elif role == "heartbeat":
+            kwargs["read_timeout"] = kwargs["write_timeout"] = 5
         try:
             conn = _Connection(
                 **kwargs, database=database, autocommit=True, conv=_TEXT_CONV, connect_timeout=5,
                 client_flag=CLIENT.MULTI_STATEMENTS, charset="utf8mb4",
             )
-            if role in ("admin", "monitor"):
+            if role in ("admin", "monitor", "heartbeat"):
                 # lock waits: at most DDL_LOCK_WAIT_S (and the step timeout) for admin work
                 seconds = min(sandbox_mod.DDL_LOCK_WAIT_S, max(1, math.ceil(self.admin_timeout))) if role == "admin" else 1
                 limits = [f"lock_wait_timeout = {seconds}", f"innodb_lock_wait_timeout = {seconds}"]
-                budget = self.admin_timeout if role == "admin" else 5.0
+                budget = {"admin": self.admin_timeout, "monitor": 5.0}.get(role, 2.0)
                 if self.flavor == "mariadb":
                     limits.append(f"max_statement_time = {budget:g}")
                 else:
@@ -811,6 +816,11 @@ class MySQLBackend(Backend):
                 cur = conn.cursor()
                 cur.execute("SELECT VERSION()")
                 version = cur.fetchone()[0]
+                try:
+                    cur.execute("SELECT @@wsrep_on")
+                    self.galera = str(cur.fetchone()[0]).upper() in ("1", "ON")
+                except pymysql.MySQLError:  # no wsrep variables: not a Galera node
+                    self.galera = False
                 if self.target.owned:
                     cur.execute(f"CREATE DATABASE IF NOT EXISTS `{self.sandbox}`")
                 cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS"
@@ -845,6 +855,9 @@ class MySQLBackend(Backend):
                 raise
             finally:
                 await _close_bounded(conn)
+            if self.galera:
+                self.heartbeat = _Heartbeat(self)
+                self.heartbeat.start()
         return self
 
     # ------------------------------------------------------------ the sandbox on a DSN server
@@ -906,37 +919,140 @@ class MySQLBackend(Backend):
             errno, message = _error_parts(exc)
             if errno == 1007:  # ER_DB_CREATE_EXISTS
                 _, comment = self._comment(cur, name)
-                raise sandbox_mod.refuse_existing("database", name, comment, False) from None
+                raise sandbox_mod.refuse_existing("database", name, comment, name in self.alive_elsewhere) from None
             raise sandbox_mod.SandboxError(f"cannot create the sandbox database {name}: {message}") from None
+        if self.galera:
+            try:
+                cur.execute(f"CREATE TABLE `{name}`.`{sandbox_mod.HEARTBEAT_TABLE}` (id tinyint PRIMARY KEY,"
+                            " token varchar(16) NOT NULL, beat bigint NOT NULL, at datetime(6) NOT NULL) ENGINE=InnoDB"
+                            " COMMENT 'lockrace: its owner updates this row while it runs'")
+                cur.execute(f"INSERT INTO `{name}`.`{sandbox_mod.HEARTBEAT_TABLE}` VALUES (1, %s, 0, UTC_TIMESTAMP(6))",
+                            (self.token,))
+            except pymysql.MySQLError as exc:
+                raise sandbox_mod.SandboxError(
+                    f"cannot create the sandbox database {name}'s heartbeat table: {_error_parts(exc)[1]}") from None
 
     def _sweep(self, conn: _Connection) -> None:
-        """Drop marked sandboxes whose owner is provably gone: its named lock is free."""
+        """Drop marked sandboxes whose owner is provably gone: its named lock is free (on a
+        Galera node: and its heartbeat has stopped, see ``_gone``)."""
         cur = conn.cursor()
         try:
-            cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE LEFT(SCHEMA_COMMENT, %s) = %s",
-                        (len(sandbox_mod.MARK), sandbox_mod.MARK))
+            cur.execute("SELECT SCHEMA_NAME, SCHEMA_COMMENT FROM information_schema.SCHEMATA"
+                        " WHERE LEFT(SCHEMA_COMMENT, %s) = %s", (len(sandbox_mod.MARK), sandbox_mod.MARK))
         except pymysql.MySQLError:
             return  # no database comments here: nothing is marked
-        for (name,) in cur.fetchall():
-            lock = sandbox_mod.named_lock(name)
-            mine = name == self.sandbox  # our owner connection holds this lock already
-            if not mine:
-                cur.execute("SELECT GET_LOCK(%s, 0)", (lock,))
-                if str(cur.fetchone()[0]) != "1":
-                    continue  # its owner is alive
-            try:
-                self._end_connections(cur, name)
-                cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.SWEEP_LOCK_WAIT_S}")
-                cur.execute(f"DROP DATABASE `{name}`")
-            except pymysql.MySQLError:
-                pass  # another client holds a lock in it: left for a later run
-            finally:
+        free: dict[str, str] = {}  # name -> comment, its named lock free here (held by us now)
+        try:
+            for name, comment in cur.fetchall():
+                if name != self.sandbox:  # our owner connection holds our own lock already
+                    cur.execute("SELECT GET_LOCK(%s, 0)", (sandbox_mod.named_lock(name),))
+                    if str(cur.fetchone()[0]) != "1":
+                        continue  # its owner is alive (on this node)
+                free[name] = comment
+            gone = self._gone(cur, free) if self.galera else set(free)
+            self.alive_elsewhere = set(free) - gone
+            for name in sorted(gone):
                 try:
-                    cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.DDL_LOCK_WAIT_S}")
-                    if not mine:
-                        cur.execute("SELECT RELEASE_LOCK(%s)", (lock,))
+                    self._end_connections(cur, name)
+                    if self._foreign_dependents(cur, name):
+                        continue  # another client's object uses it: left for a later run
+                    cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.SWEEP_LOCK_WAIT_S}")
+                    cur.execute(f"DROP DATABASE `{name}`")
                 except pymysql.MySQLError:
-                    pass
+                    pass  # another client holds a lock in it: left for a later run
+                finally:
+                    try:
+                        cur.execute(f"SET SESSION lock_wait_timeout = {sandbox_mod.DDL_LOCK_WAIT_S}")
+                    except pymysql.MySQLError:
+                        pass
+        finally:
+            for name in free:
+                if name != self.sandbox:
+                    try:
+                        cur.execute("SELECT RELEASE_LOCK(%s)", (sandbox_mod.named_lock(name),))
+                    except pymysql.MySQLError:
+                        pass
+
+    @staticmethod
+    def _beats(cur, names) -> dict[str, tuple[int, int] | None]:
+        """Each sandbox's heartbeat as (beat, seconds since by this node's clock); None: it
+        has no heartbeat table.  Read causally (wsrep_sync_wait): the cluster's latest.
+        A sandbox whose heartbeat cannot be read is left out (not provably gone)."""
+        out: dict[str, tuple[int, int] | None] = {}
+        for name in names:
+            try:
+                cur.execute(f"SELECT beat, TIMESTAMPDIFF(SECOND, at, UTC_TIMESTAMP()) FROM"
+                            f" `{name}`.`{sandbox_mod.HEARTBEAT_TABLE}` WHERE id = 1")
+                row = cur.fetchone()
+                if row is not None:
+                    out[name] = (int(row[0]), int(row[1]))
+            except pymysql.MySQLError as exc:
+                if _error_parts(exc)[0] == 1146:  # ER_NO_SUCH_TABLE
+                    out[name] = None
+        return out
+
+    def _gone(self, cur, free: dict[str, str]) -> set[str]:
+        """Galera: which of these sandboxes (their named lock free on this node) belong to a
+        run that is gone.  Its owner may be alive on another node, where its lock is: it is
+        gone only if its heartbeat is STALE_S old by this node's clock and does not move while
+        we watch it for WATCH_S (a clock ahead of ours only makes a gone run look alive
+        longer).  A marked sandbox without a heartbeat table counts as gone only when its
+        marker's start is UNBEATEN_S past (its owner died before making it)."""
+        if not free:
+            return set()
+        try:
+            cur.execute("SELECT @@SESSION.wsrep_sync_wait")
+            sync_wait = int(cur.fetchone()[0])
+            cur.execute("SET SESSION wsrep_sync_wait = 1")
+        except pymysql.MySQLError:
+            return set()
+        try:
+            first = self._beats(cur, free)
+            gone = {name for name, beat in first.items() if beat is None
+                    and (sandbox_mod.started_age_s(free[name]) or 0) > sandbox_mod.UNBEATEN_S}
+            watched = {name: beat for name, beat in first.items()
+                       if beat is not None and beat[1] >= sandbox_mod.STALE_S}
+            if watched:
+                time.sleep(sandbox_mod.WATCH_S)
+                again = self._beats(cur, watched)
+                gone |= {name for name, beat in watched.items()
+                         if again.get(name) is not None and again[name][0] == beat[0]}
+            return gone
+        finally:
+            try:
+                cur.execute(f"SET SESSION wsrep_sync_wait = {sync_wait}")
+            except pymysql.MySQLError:
+                pass
+
+    @staticmethod
+    def _foreign_dependents(cur, name: str) -> list[str]:
+        """Objects in other databases that use database ``name``: a foreign key to one of its
+        tables, a view over one, a trigger, routine or event whose body names it.  DROP
+        DATABASE would break them (a view or trigger fails from then on), or stop halfway
+        (a foreign key: MariaDB drops the tables before the one it refuses)."""
+        found: list[str] = []
+        cur.execute(
+            "SELECT DISTINCT CONSTRAINT_SCHEMA, TABLE_NAME, CONSTRAINT_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS"
+            " WHERE UNIQUE_CONSTRAINT_SCHEMA = %s AND CONSTRAINT_SCHEMA <> %s ORDER BY 1, 2, 3", (name, name))
+        found += [f"foreign key {c} of table {d}.{t}" for d, t, c in cur.fetchall()]
+        # the others name it in their text (a view's definition always qualifies its tables)
+        like = "%" + name.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
+        mentions = re.compile(r"(?<![\w$])`?" + re.escape(name) + r"`?\s*\.", re.I)
+        for kind, sql in (
+                ("view", "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS"
+                         " WHERE TABLE_SCHEMA <> %s AND VIEW_DEFINITION LIKE %s"),
+                ("trigger", "SELECT TRIGGER_SCHEMA, TRIGGER_NAME, ACTION_STATEMENT FROM information_schema.TRIGGERS"
+                            " WHERE TRIGGER_SCHEMA <> %s AND ACTION_STATEMENT LIKE %s"),
+                ("routine", "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_DEFINITION FROM information_schema.ROUTINES"
+                            " WHERE ROUTINE_SCHEMA <> %s AND ROUTINE_DEFINITION LIKE %s"),
+                ("event", "SELECT EVENT_SCHEMA, EVENT_NAME, EVENT_DEFINITION FROM information_schema.EVENTS"
+                          " WHERE EVENT_SCHEMA <> %s AND EVENT_DEFINITION LIKE %s")):
+            try:
+                cur.execute(sql + " ORDER BY 1, 2", (name, like))
+            except pymysql.MySQLError:
+                continue  # (MySQL 8 keeps no EVENTS for some users)
+            found += [f"{kind} {d}.{n}" for d, n, text in cur.fetchall() if mentions.search(str(text or ""))]
+        return found
 
     @staticmethod
     def _end_connections(cur, name: str) -> None:
@@ -997,6 +1113,11 @@ class MySQLBackend(Backend):
             self._check_owner(cur)
         exists = self._check_mine(cur)
         self._end_prepared_xa(cur)
+        if exists and not self.target.owned:
+            dependents = self._foreign_dependents(cur, self.sandbox)
+            if dependents:
+                raise sandbox_mod.SandboxError(sandbox_mod.foreign_dependents(
+                    what, "database", self.sandbox, dependents))
         try:
             work(cur, exists)
         except pymysql.MySQLError as exc:
@@ -1056,6 +1177,8 @@ class MySQLBackend(Backend):
             objects = cur.fetchall()
             cur.execute("SET FOREIGN_KEY_CHECKS = 0")
             for name, kind in objects:
+                if self.galera and name == sandbox_mod.HEARTBEAT_TABLE:
+                    continue  # this run's heartbeat: it stays while the run lives
                 what = "VIEW" if kind == "VIEW" else "TABLE"
                 cur.execute(f"DROP {what} IF EXISTS `{self.sandbox}`.`{name}`")
             cur.execute("SET FOREIGN_KEY_CHECKS = 1")
@@ -1074,9 +1197,45 @@ class MySQLBackend(Backend):
             if exists:
                 cur.execute(f"DROP DATABASE IF EXISTS `{self.sandbox}`")
 
+        beat, self.heartbeat = self.heartbeat, None
+        if beat is not None:
+            await _run(beat.stop)
         try:
             await self._sandbox_ddl("drop", work)
         finally:
             owner, self.owner = self.owner, None
             if owner is not None:
                 await _run(owner.close)
+
+
+class _Heartbeat(threading.Thread):
+    """Galera: the owner's heartbeat, a replicated row in its sandbox updated every BEAT_S
+    on a connection of its own (bounded: a node that stalls writes makes it miss a beat,
+    never hang), so that a lockrace on another node sees that this run is alive."""
+
+    def __init__(self, backend: MySQLBackend):
+        super().__init__(name=f"lockrace-heartbeat-{backend.sandbox}", daemon=True)
+        self.backend = backend
+        self.sql = (f"UPDATE `{backend.sandbox}`.`{sandbox_mod.HEARTBEAT_TABLE}`"
+                    " SET beat = beat + 1, at = UTC_TIMESTAMP(6) WHERE id = 1")
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        conn = None
+        while not self._stopping.wait(sandbox_mod.BEAT_S):
+            try:
+                if conn is None:
+                    conn = self.backend._connect_sync(None, role="heartbeat")
+                conn.query(self.sql)
+            except Exception:  # missed: the next beat tries again, on a new connection
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+                conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(10)

@@ -14,8 +14,8 @@ adds, all asked of the servers' own views (see pg_replication.py):
   recovery conflict, which is then shown as a note ("replay on the standby
   waits for B ...") and left to PostgreSQL (max_standby_streaming_delay);
 * setup and teardown (on the primary) are waited for on the standby too;
-* ALTER SYSTEM and pg_reload_conf() are refused on a pair lockrace did not
-  start (they would change that server's configuration).
+* server-wide statements (ALTER SYSTEM, pg_reload_conf(), CREATE ROLE, ...:
+  core/serverwide.py) are refused on a pair lockrace did not start.
 
 A standby session blocked by a replayed lock is reported blocked by "the
 startup process (replay)": the monitor names non-session blockers from
@@ -24,16 +24,14 @@ startup process (replay)": the monitor names non-session blockers from
 
 from __future__ import annotations
 
-import re
 
 import psycopg
 
 from ..core.events import StatementResult
+from ..core.serverwide import server_wide
 from .base import ConnectError
 from .cluster import ClusterBackend, ClusterHooks
 from .pg_replication import ReplayGate
-
-_SETTINGS_SQL = re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(", re.IGNORECASE)
 
 
 class StandbyHooks(ClusterHooks):
@@ -72,10 +70,11 @@ class StandbyHooks(ClusterHooks):
 
     async def before_statement(self, cluster: ClusterBackend, node: str, monitors, sql: str,
                                name_of=None) -> str | StatementResult | None:
-        if _SETTINGS_SQL.search(sql) and not cluster.cluster.owned:
+        wide = None if cluster.cluster.owned else server_wide(sql, "postgres")
+        if wide:
             return StatementResult(
-                "error", message="lockrace does not change the settings of a server it did not start"
-                                 " (ALTER SYSTEM, pg_reload_conf); this needs lockrace's own primary + standby")
+                "error", message=f"lockrace does not change the settings of a server it did not start ({wide}"
+                                 " changes the whole server); this needs lockrace's own primary + standby")
         if node != "standby":
             return None
         gate = self.gate(monitors)

@@ -21,7 +21,7 @@ from psycopg.waiting import Wait
 
 from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
 from ..core.outcome import classify_postgres
-from ..servers.target import Target, redact, standby_refused
+from ..servers.target import Target, pg_options, redact, standby_refused
 from . import sandbox as sandbox_mod
 from . import arrival
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
@@ -660,6 +660,60 @@ class PostgresMonitor(MonitorConnection):
             pass
 
 
+# Objects outside schema %s that depend on objects in it (pg_depend): a view over one
+# of its tables, a foreign key to one, a column or function of one of its types, a
+# default using one of its sequences, a partition of one of its tables, ...  Internal
+# dependencies (a table's TOAST table, its row type) go with their owner.  A rule is
+# named by its view.  Unknown kinds of objects count as outside.
+_FOREIGN_DEPENDENTS_SQL = (
+    'WITH s AS (SELECT oid FROM pg_namespace WHERE nspname = %s),\n'
+    'inside(classid, objid) AS (\n'
+    "  SELECT 'pg_namespace'::regclass::oid, oid FROM s\n"
+    "  UNION ALL SELECT 'pg_class'::regclass, c.oid FROM pg_class c, s WHERE c.relnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_type'::regclass, t.oid FROM pg_type t, s WHERE t.typnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_proc'::regclass, p.oid FROM pg_proc p, s WHERE p.pronamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_constraint'::regclass, k.oid FROM pg_constraint k, s WHERE k.connamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_operator'::regclass, o.oid FROM pg_operator o, s WHERE o.oprnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_collation'::regclass, o.oid FROM pg_collation o, s WHERE o.collnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_opfamily'::regclass, o.oid FROM pg_opfamily o, s WHERE o.opfnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_opclass'::regclass, o.oid FROM pg_opclass o, s WHERE o.opcnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_ts_config'::regclass, o.oid FROM pg_ts_config o, s WHERE o.cfgnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_ts_dict'::regclass, o.oid FROM pg_ts_dict o, s WHERE o.dictnamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_conversion'::regclass, o.oid FROM pg_conversion o, s WHERE o.connamespace = s.oid\n"
+    "  UNION ALL SELECT 'pg_extension'::regclass, o.oid FROM pg_extension o, s WHERE o.extnamespace = s.oid\n"
+    '),\n'
+    'dependents AS (\n'
+    "  SELECT DISTINCT CASE WHEN d.classid = 'pg_rewrite'::regclass THEN 'pg_class'::regclass::oid ELSE d.classid END AS classid,\n"
+    "    CASE WHEN d.classid = 'pg_rewrite'::regclass THEN (SELECT ev_class FROM pg_rewrite WHERE oid = d.objid) ELSE d.objid END AS objid,\n"
+    "    CASE WHEN d.classid = 'pg_rewrite'::regclass THEN 0 ELSE d.objsubid END AS objsubid,\n"
+    '    CASE d.classid\n'
+    "      WHEN 'pg_class'::regclass THEN (SELECT relnamespace FROM pg_class WHERE oid = d.objid)\n"
+    "      WHEN 'pg_type'::regclass THEN (SELECT typnamespace FROM pg_type WHERE oid = d.objid)\n"
+    "      WHEN 'pg_proc'::regclass THEN (SELECT pronamespace FROM pg_proc WHERE oid = d.objid)\n"
+    "      WHEN 'pg_constraint'::regclass THEN (SELECT connamespace FROM pg_constraint WHERE oid = d.objid)\n"
+    "      WHEN 'pg_rewrite'::regclass THEN (SELECT c.relnamespace FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class WHERE r.oid = d.objid)\n"
+    "      WHEN 'pg_attrdef'::regclass THEN (SELECT c.relnamespace FROM pg_attrdef a JOIN pg_class c ON c.oid = a.adrelid WHERE a.oid = d.objid)\n"
+    "      WHEN 'pg_trigger'::regclass THEN (SELECT c.relnamespace FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE t.oid = d.objid)\n"
+    "      WHEN 'pg_policy'::regclass THEN (SELECT c.relnamespace FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid WHERE p.oid = d.objid)\n"
+    "      WHEN 'pg_statistic_ext'::regclass THEN (SELECT stxnamespace FROM pg_statistic_ext WHERE oid = d.objid)\n"
+    "      WHEN 'pg_operator'::regclass THEN (SELECT oprnamespace FROM pg_operator WHERE oid = d.objid)\n"
+    "      WHEN 'pg_collation'::regclass THEN (SELECT collnamespace FROM pg_collation WHERE oid = d.objid)\n"
+    "      WHEN 'pg_opfamily'::regclass THEN (SELECT opfnamespace FROM pg_opfamily WHERE oid = d.objid)\n"
+    "      WHEN 'pg_opclass'::regclass THEN (SELECT opcnamespace FROM pg_opclass WHERE oid = d.objid)\n"
+    "      WHEN 'pg_amop'::regclass THEN (SELECT f.opfnamespace FROM pg_amop a JOIN pg_opfamily f ON f.oid = a.amopfamily WHERE a.oid = d.objid)\n"
+    "      WHEN 'pg_amproc'::regclass THEN (SELECT f.opfnamespace FROM pg_amproc a JOIN pg_opfamily f ON f.oid = a.amprocfamily WHERE a.oid = d.objid)\n"
+    "      WHEN 'pg_ts_config'::regclass THEN (SELECT cfgnamespace FROM pg_ts_config WHERE oid = d.objid)\n"
+    "      WHEN 'pg_ts_dict'::regclass THEN (SELECT dictnamespace FROM pg_ts_dict WHERE oid = d.objid)\n"
+    "      WHEN 'pg_conversion'::regclass THEN (SELECT connamespace FROM pg_conversion WHERE oid = d.objid)\n"
+    "      WHEN 'pg_extension'::regclass THEN (SELECT extnamespace FROM pg_extension WHERE oid = d.objid)\n"
+    '    END AS nsp\n'
+    '  FROM pg_depend d JOIN inside i ON d.refclassid = i.classid AND d.refobjid = i.objid\n'
+    "  WHERE d.deptype <> 'i'\n"
+    ')\n'
+    "SELECT (SELECT type || ' ' || identity FROM pg_identify_object(classid, objid, objsubid)) FROM dependents, s\n"
+    'WHERE nsp IS DISTINCT FROM s.oid ORDER BY 1')
+
+
 class PostgresBackend(Backend):
     engine = "postgres"
     flavor = "postgres"
@@ -697,8 +751,7 @@ class PostgresBackend(Backend):
         options = self._budget_options(app, bounded)
         if search_path:
             options.insert(0, f"-c search_path={self.sandbox}")
-        if options:
-            kwargs["options"] = " ".join(options)
+        kwargs["options"] = pg_options(self.target.conninfo, *options)
         try:
             conn = await psycopg.AsyncConnection.connect(self.target.conninfo, **kwargs)
         except psycopg.Error as exc:
@@ -871,7 +924,8 @@ class PostgresBackend(Backend):
             try:
                 await self._end_leftovers(conn, name, f"lockrace {name} ")
                 await conn.execute(f"SET lock_timeout = '{sandbox_mod.SWEEP_LOCK_WAIT_S}s'")
-                await conn.execute(pgsql.SQL("DROP SCHEMA {} CASCADE").format(pgsql.Identifier(name)))
+                # another client's object depending on something in it: left for a later run
+                await self._drop_schema(conn, name, None)
             except psycopg.Error:
                 pass  # another client holds a lock in it: left for a later run
             finally:
@@ -900,7 +954,37 @@ class PostgresBackend(Backend):
         who = [f"pid {pid}" + (f" ({app})" if app else "") for pid, app in rows]
         return ", ".join(who + [f"prepared transaction '{gid}'" for gid in prepared])
 
-    async def _sandbox_ddl(self, what: str, statements: list) -> None:
+    @staticmethod
+    async def _foreign_dependents(conn: psycopg.AsyncConnection, name: str) -> list[str]:
+        """Objects outside schema ``name`` that depend on objects in it, as 'view public.v'."""
+        cur = await conn.execute(_FOREIGN_DEPENDENTS_SQL, [name])
+        return [what for (what,) in await cur.fetchall()]
+
+    async def _drop_schema(self, conn: psycopg.AsyncConnection, name: str, marker: str | None) -> list[str]:
+        """Drop schema ``name`` (and create it again, marked ``marker``) in one transaction,
+        unless an object outside it depends on an object in it: then nothing is dropped
+        and those objects are returned.  Every relation in it is locked before the
+        check, so no view or foreign key on them can be added until the drop; CASCADE
+        then reaches only objects inside the schema."""
+        ident = pgsql.Identifier(name)
+        async with conn.transaction():
+            cur = await conn.execute(
+                "SELECT c.relname FROM pg_class c WHERE c.relnamespace = to_regnamespace(%s)"
+                " AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1", [name])
+            relations = [pgsql.Identifier(name, rel) for (rel,) in await cur.fetchall()]
+            if relations:
+                await conn.execute(pgsql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                    pgsql.SQL(", ").join(relations)))
+            dependents = await self._foreign_dependents(conn, name)
+            if dependents:
+                return dependents
+            await conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident))
+            if marker is not None:
+                await conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(ident))
+                await conn.execute(pgsql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, pgsql.Literal(marker)))
+        return []
+
+    async def _sandbox_ddl(self, what: str, recreate: bool) -> None:
         """Drop (and recreate) our own sandbox; bounded, with a clear sentence when it cannot."""
         conn = await self._connect("setup", search_path=False, bounded=True)
         try:
@@ -914,9 +998,8 @@ class PostgresBackend(Backend):
             if exists:
                 await self._end_leftovers(conn, self.sandbox, None)  # this run's prepared transactions
             try:
-                async with conn.transaction():
-                    for statement in statements:
-                        await conn.execute(statement)
+                dependents = await self._drop_schema(
+                    conn, self.sandbox, sandbox_mod.marker(self.token) if recreate else None)
             except psycopg.errors.LockNotAvailable:
                 who = await self._blockers(conn)
                 raise sandbox_mod.SandboxError(
@@ -927,16 +1010,11 @@ class PostgresBackend(Backend):
                 raise sandbox_mod.SandboxError(
                     f"could not {what} the sandbox schema {self.sandbox} within {self.admin_timeout:g} s;"
                     " the schema is left in place") from None
+            if dependents:
+                raise sandbox_mod.SandboxError(sandbox_mod.foreign_dependents(
+                    what, "schema", self.sandbox, dependents))
         finally:
             await conn.close()
-
-    def _schema_statements(self, recreate: bool) -> list:
-        ident = pgsql.Identifier(self.sandbox)
-        out = [pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(ident)]
-        if recreate:
-            out += [pgsql.SQL("CREATE SCHEMA {}").format(ident),
-                    pgsql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, pgsql.Literal(sandbox_mod.marker(self.token)))]
-        return out
 
     # ------------------------------------------------------------ connections
 
@@ -948,7 +1026,7 @@ class PostgresBackend(Backend):
         try:
             conn = psycopg.Connection.connect(
                 self.target.conninfo, autocommit=True, application_name=self._app(app),
-                connect_timeout=5, options=" ".join(options),
+                connect_timeout=5, options=pg_options(self.target.conninfo, *options),
             )
         except (psycopg.Error, OSError) as exc:
             raise _connect_error(exc, self.target) from None
@@ -988,7 +1066,7 @@ class PostgresBackend(Backend):
                 await conn.close()
             return
         await self._ensure_owner()
-        await self._sandbox_ddl("empty", self._schema_statements(recreate=True))
+        await self._sandbox_ddl("empty", recreate=True)
 
     async def drop_sandbox(self) -> None:
         if self.target.owned:
@@ -999,7 +1077,7 @@ class PostgresBackend(Backend):
                 await conn.close()
             return
         try:
-            await self._sandbox_ddl("drop", self._schema_statements(recreate=False))
+            await self._sandbox_ddl("drop", recreate=False)
         finally:
             owner, self.owner = self.owner, None
             if owner is not None:

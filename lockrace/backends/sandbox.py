@@ -9,6 +9,22 @@ on a key derived from the sandbox name, or a MariaDB/MySQL named lock
 (GET_LOCK).  The server releases that lock when the owner's connection ends,
 so a marked sandbox whose lock is free belongs to a process that is gone
 (killed, crashed): the next lockrace run on that server removes it.
+
+On a Galera node a named lock is the node's own: a lockrace on another node
+of the cluster cannot see it, while the sandbox database (its comment, its
+DROP) replicates.  There the owner also keeps a heartbeat: a row in a table
+of the sandbox (``HEARTBEAT_TABLE``, InnoDB, so it replicates) that it
+updates every ``BEAT_S``.  A lockrace on any node takes a marked sandbox for
+gone only when its named lock is free on that node *and* the heartbeat has
+not moved for ``STALE_S`` by the node's clock *and* does not move while it
+watches for ``WATCH_S``; only then are the gone run's connections on that
+node ended and its sandbox dropped.
+
+A sandbox is dropped (at the end of a run, when it is emptied between
+scenarios, and by the sweep) only when nothing outside it depends on it:
+another client's view over one of its tables, foreign key to one, column or
+function of one of its types stays as it is, and so does the sandbox, with
+one sentence naming that object; a later run's sweep retries.
 """
 
 from __future__ import annotations
@@ -24,6 +40,11 @@ from .base import ConnectError
 
 MARK = "lockrace sandbox;"
 ADVISORY_CLASS = 0x6C6B7263  # 'lkrc': first key of the two-key advisory lock
+HEARTBEAT_TABLE = "lockrace_heartbeat"  # Galera: the owner's heartbeat row, in its sandbox
+BEAT_S = 1.0  # Galera: how often the owner updates its heartbeat
+STALE_S = 30  # Galera: a heartbeat this old (by the reading node's clock) may be a gone run's
+WATCH_S = 3.0  # Galera: ... if it also stays still while another run watches it this long
+UNBEATEN_S = 600  # Galera: a marked sandbox with no heartbeat table, started this long ago, is a gone run's
 DDL_LOCK_WAIT_S = 5  # how long sandbox DDL, setup and teardown wait for a lock held by another client
 SWEEP_LOCK_WAIT_S = 1  # removing a dead run's sandbox: a foreign lock in it makes the start wait this long
 
@@ -83,3 +104,22 @@ def refuse_existing(kind: str, name: str, comment: str | None, owner_alive: bool
     return SandboxError(
         f"{kind} {name} is left over from a lockrace run that is gone ({owner_text(comment)}) but could not be "
         f"removed (another client holds a lock in it): set LOCKRACE_SANDBOX to another name")
+
+
+def foreign_dependents(what: str, kind: str, name: str, dependents: list[str]) -> str:
+    """Why the sandbox was not dropped (or emptied): objects outside it depend on it."""
+    first = dependents[0]
+    more = f" (and {len(dependents) - 1} more)" if len(dependents) > 1 else ""
+    return (f"could not {what} the sandbox {kind} {name}: {first}{more} outside it depends on objects in it"
+            f" and lockrace never drops what is not its own; the {kind} is left in place (a later lockrace run"
+            f" removes it once nothing outside it depends on it)")
+
+
+def started_age_s(comment: str | None) -> float | None:
+    """Seconds since the marker's start time (None: no start time in it)."""
+    m = re.search(r"\bstarted=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", comment or "")
+    if not m:
+        return None
+    import calendar
+
+    return time.time() - calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ"))

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.serverwide import refuse_server_wide
 from ..scenario.model import Scenario
 from ..scenario.errors import ScenarioError, read_source_bytes
 
@@ -118,6 +119,10 @@ async def run_specs(specs: list[Scenario], args) -> int:
                 backend = await servers.backend(engine)
             except ServerUnavailable as exc:
                 _say(str(exc))
+                return EXIT_UNUSABLE
+            wide = spec.server_wide(engine)
+            if wide and not servers.targets[engine].owned:
+                print(f"lockrace: {refuse_server_wide(spec.name, wide)}", file=sys.stderr)
                 return EXIT_UNUSABLE
             out = bytearray()
 

@@ -35,6 +35,7 @@ from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
 from ..backends import sandbox as sandbox_mod
+from ..servers.target import pg_options
 
 SPEC_DB = "isolation_regression"  # pg_regress's name for the database of an isolation test
 AHEAD_DB = "lockrace_isolation"  # databases made ahead (own server), renamed to SPEC_DB when used
@@ -305,7 +306,7 @@ class PgPlace:
             # a backend waiting on a lock notices within a second that lockrace is gone
             settings["client_connection_check_interval"] = "1000"
         self.conninfo = make_conninfo(self.target.conninfo, dbname=name,
-                                      **({"options": _options(settings)} if settings else {}))
+                                      **({"options": pg_options(self.target.conninfo, _options(settings))} if settings else {}))
         return True
 
     async def _release_database(self) -> None:
@@ -359,7 +360,7 @@ class PgPlace:
         settings = {"search_path": self.backend.sandbox, **self._settings}
         if getattr(self.backend, "server_version", 0) >= 140000:
             settings["client_connection_check_interval"] = "1000"
-        conninfo = make_conninfo(self.target.conninfo, options=_options(settings))
+        conninfo = make_conninfo(self.target.conninfo, options=pg_options(self.target.conninfo, _options(settings)))
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, connect_timeout=5)
             await conn.close()
@@ -368,7 +369,7 @@ class PgPlace:
             for key in _SUPERUSER_ONLY:
                 self._settings.pop(key, None)
                 settings.pop(key, None)
-            conninfo = make_conninfo(self.target.conninfo, options=_options(settings))
+            conninfo = make_conninfo(self.target.conninfo, options=pg_options(self.target.conninfo, _options(settings)))
         self.conninfo = conninfo
 
     async def _reset_schema(self) -> None:

@@ -24,7 +24,7 @@ from typing import Callable
 
 from ..backends.base import Backend
 from ..engine.race import Race
-from ..servers.target import Target
+from ..servers.target import Target, pg_options
 from .holder_waiter import ERROR_OUTCOMES, setup_sql
 from .modes import HOLD_SQL, TABLE, LabError
 from .stats import Summary, summarize
@@ -121,7 +121,7 @@ class RawWaiter:
             import psycopg
 
             self.conn = psycopg.connect(self.target.conninfo, autocommit=True,
-                                        options=f"-c search_path={self.target.sandbox}")
+                                        options=pg_options(self.target.conninfo, f"-c search_path={self.target.sandbox}"))
         else:
             import pymysql
 
@@ -164,7 +164,7 @@ class AsyncRawWaiter:
         import psycopg
 
         self.conn = await psycopg.AsyncConnection.connect(
-            self.target.conninfo, autocommit=True, options=f"-c search_path={self.target.sandbox}")
+            self.target.conninfo, autocommit=True, options=pg_options(self.target.conninfo, f"-c search_path={self.target.sandbox}"))
 
     async def execute(self, sql: str) -> tuple[float, bool]:
         cur = self.conn.cursor()

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.serverwide import dialect_of, server_wide
+
 ENGINES = ("postgres", "mysql", "galera", "postgres-standby")
 FLAVORS = ("postgres", "mysql", "mariadb", "mysql8")
 
@@ -29,7 +31,6 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "postgres-standby": ("primary", "standby"),
 }
 
-_SERVER_SETTINGS_SQL = re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(", re.IGNORECASE)
 
 OUTCOMES = (
     "ok",
@@ -295,11 +296,28 @@ class Scenario:
     def teardown_for(self, flavor: str) -> list[str]:
         return _pick(self.teardown, flavor)
 
-    def changes_server_settings(self) -> bool:
-        """Does a step run ALTER SYSTEM or reload the configuration?  Such a
+    def all_sql(self) -> list[str]:
+        """Every piece of SQL the scenario (or spec) runs: setup and teardown blocks of
+        every flavor, each session's own setup and teardown, every step and its variants."""
+        out = [sql for blocks in (self.setup, self.teardown) for block in blocks.values() for sql in block]
+        out += [sql for s in self.sessions for sql in (*s.setup, *s.teardown)]
+        out += [sql for step in self.steps for sql in (step.sql, *step.variants.values())]
+        return out
+
+    def server_wide(self, engine: str) -> str | None:
+        """The first server-wide statement (ALTER SYSTEM, SET GLOBAL, CREATE ROLE, ...,
+        see core/serverwide.py) anywhere in the scenario as ``engine`` reads it; such a
         scenario runs only on servers lockrace started itself."""
-        return any(_SERVER_SETTINGS_SQL.search(sql) for step in self.steps
-                   for sql in [step.sql, *step.variants.values()])
+        dialect = dialect_of(engine)
+        for sql in self.all_sql():
+            found = server_wide(sql, dialect)
+            if found:
+                return found
+        return None
+
+    def changes_server_settings(self) -> bool:
+        """Does it run a server-wide statement on any of its engines?"""
+        return any(self.server_wide(engine) for engine in self.engines)
 
     def runs_on(self, engine: str) -> bool:
         return engine in self.engines

@@ -89,6 +89,26 @@ def sandbox_name() -> str:
     return name
 
 
+def pg_options(conninfo: str, *ours: str) -> str:
+    """The libpq ``options`` for one of lockrace's connections to ``conninfo``.
+
+    Passing ``options=`` to libpq replaces the user's own: the DSN's
+    ``options`` (``-c role=reporting``, ``-c default_transaction_read_only=on``)
+    or, where the DSN has none, the ``PGOPTIONS`` environment variable -- the
+    one libpq itself would use.  Those come first and lockrace's own
+    settings are appended (for a setting given twice the later one counts, so
+    lockrace's search_path and bounds hold); everything else the user chose
+    stays as psql with the same DSN would have it."""
+    import psycopg.conninfo
+
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except Exception:  # not parsed here: libpq says why when it connects
+        params = {}
+    user = params["options"] if "options" in params else os.environ.get("PGOPTIONS", "")
+    return " ".join(part for part in (user, *ours) if part and part.strip())
+
+
 def redact(dsn: str) -> str:
     """Hide every password in a DSN (or in a message quoting one), as ``***``.
 
