@@ -144,6 +144,10 @@ def _error_parts(exc: Exception) -> tuple[int | None, str]:
 
 
 
+# XA statements as the isolation runner reads them from a spec's steps
+_XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')*'|[\w$]+)(?:\s*,\s*(?:'(?:[^'\\]|\\.|'')*'|[\w$]+))*)",
+                     re.IGNORECASE)
+
 # lock wait timeout (row or metadata lock), NOWAIT refusal (MySQL 8), deadlock
 _LOCK_ERRNOS = frozenset({"1205", "3572", "1213"})
 _LOOP_SQL_MAX = 4096  # characters; a longer statement is sent by the session's thread
