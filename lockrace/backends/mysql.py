@@ -144,10 +144,6 @@ def _error_parts(exc: Exception) -> tuple[int | None, str]:
 
 
 
-# XA statements as the isolation runner reads them from a spec's steps
-_XA_END = re.compile(r"\bXA\s+(PREPARE|COMMIT|ROLLBACK)\s+((?:'(?:[^'\\]|\\.|'')*'|[\w$]+)(?:\s*,\s*(?:'(?:[^'\\]|\\.|'')*'|[\w$]+))*)",
-                     re.IGNORECASE)
-
 # lock wait timeout (row or metadata lock), NOWAIT refusal (MySQL 8), deadlock
 _LOCK_ERRNOS = frozenset({"1205", "3572", "1213"})
 _LOOP_SQL_MAX = 4096  # characters; a longer statement is sent by the session's thread
@@ -178,8 +174,7 @@ class MySQLSession(SocketWatch, SessionConnection):
 
     def _note_xa(self, sql: str, result: StatementResult) -> None:
         """The XA transactions ``sql`` prepared or ended, as the server's answer says."""
-        done = result.result_sets if result.result_sets else ([result] if not result.code else [])
-        prepared, finished = prepared_mod.changes(sql, [r.tag for r in done], "mysql")
+        prepared, finished = prepared_mod.changes(sql, [r.tag for r in result.succeeded], "mysql")
         self.prepared_xa.difference_update(finished)
         self.prepared_xa.update(prepared)
 

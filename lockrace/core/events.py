@@ -117,6 +117,14 @@ class StatementResult:
         return result
 
     @property
+    def succeeded(self) -> list["StatementResult"]:
+        """The results of the statements of its text that succeeded, in order (the
+        server runs nothing after one that fails)."""
+        if self.result_sets:
+            return self.result_sets
+        return [] if self.code else [self]
+
+    @property
     def total_rows(self) -> int:
         """How many rows the statement returned, including those not kept."""
         return self.row_count if self.row_count >= 0 else len(self.rows)

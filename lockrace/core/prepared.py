@@ -37,15 +37,18 @@ def _xa_literal(parts: list[Token]) -> str | None:
     return ",".join(out) if out and not want_value else None
 
 
-def changes(sql: str, tags: list[str], engine: str) -> tuple[list[str], list[str]]:
+def changes(sql: str, tags: list[str] | None, engine: str) -> tuple[list[str], list[str]]:
     """(prepared, finished): the prepared transactions the statements of ``sql`` that
-    succeeded (``tags``, in order) prepared and finished."""
+    succeeded (``tags``, in order) prepared and finished.  ``tags`` None
+    (MariaDB/MySQL): every statement, read before the answer is in."""
     dialect = "postgres" if engine == "postgres" else "mysql"
     stmts = try_statements(sql, dialect)
     prepared: list[str] = []
     finished: list[str] = []
     if not stmts:
         return prepared, finished
+    if tags is None:  # MariaDB/MySQL only: its XA statements are read without their tags
+        tags = [""] * len(stmts)
     for stmt, tag in zip(stmts, tags):
         tag = tag.upper()
         if engine == "postgres":

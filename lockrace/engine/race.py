@@ -48,10 +48,6 @@ Listener = Callable[[Event], None]
 _BUDGET_TOUCHING = re.compile(r"\b(SET|RESET|COMMIT|ROLLBACK|ABORT|END|BEGIN|START|DISCARD|SET_CONFIG|SAVEPOINT"
                               r"|RELEASE|PREPARE)\b", re.IGNORECASE)
 
-# Two-phase commit: what a statement prepared or finished, so that lockrace can roll
-# back what its own sessions left prepared (a prepared transaction outlives its
-# session and keeps its locks until someone finishes it).
-
 _WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
 # statements that ask for an exclusive metadata lock: while one waits for it, later
 # requests on the table (even plain reads) queue behind it
@@ -542,8 +538,7 @@ class Race:
         """The prepared transactions this session's statement prepared or finished, as
         the server's answer says (see core/prepared.py): only these are lockrace's to
         roll back at the end."""
-        done = result.result_sets if result.result_sets else ([result] if not result.code else [])
-        prepared, finished = prepared_mod.changes(sql, [r.tag for r in done], self.backend.engine)
+        prepared, finished = prepared_mod.changes(sql, [r.tag for r in result.succeeded], self.backend.engine)
         for gid in finished:
             self.prepared.pop(gid, None)
         for gid in prepared:
@@ -726,9 +721,8 @@ class Race:
                                           getattr(backend, "budget_defaults", None))
             elif stmt is not None and stmt.result is not None:
                 result = stmt.result
-                done = result.result_sets if result.result_sets else ([result] if not result.code else [])
                 failed = bool(result.code) or result.outcome in ("cancelled", "connection_lost", "error")
-                session.book.follow(stmt.sql, [r.tag for r in done], failed, txn)
+                session.book.follow(stmt.sql, [r.tag for r in result.succeeded], failed, txn)
             session.budgets = session.book.budgets()
         except Exception:
             txn = "closed" if session.conn.closed else session.txn

@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pymysql
 from pymysql.constants import CLIENT
 
-from ..backends.mysql import _XA_END, _Connection, _TEXT_CONV, _error_parts
+from ..backends.mysql import _Connection, _TEXT_CONV, _error_parts
+from ..core import prepared as prepared_mod
 from .pqprint import format_result
 from .protocol import Item
 
@@ -84,12 +85,9 @@ def run_sql(conn: _Connection, sql: str) -> tuple[list[Item], bytes | None, list
 
 def prepared_xids(sql: str, into: set[str]) -> None:
     """Note the XA transactions ``sql`` prepares (and forget those it ends)."""
-    for verb, xid in _XA_END.findall(sql):
-        xid = " ".join(xid.split())
-        if verb.upper() == "PREPARE":
-            into.add(xid)
-        else:
-            into.discard(xid)
+    prepared, finished = prepared_mod.changes(sql, None, "mysql")
+    into.difference_update(finished)
+    into.update(prepared)
 
 
 class MySession:
