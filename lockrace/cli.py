@@ -47,7 +47,7 @@ examples:
 
 exit status: 0 every expectation held, 1 an expectation failed,
 2 unusable input (bad file, unreachable server, bad arguments),
-130 interrupted: SIGINT (Ctrl-C), SIGTERM, SIGHUP or SIGQUIT (Ctrl-\) cancels
+130 interrupted: SIGINT (Ctrl-C), SIGTERM, SIGHUP or SIGQUIT (Ctrl-\\) cancels
 the statements, stops the servers lockrace started and drops its sandbox."""
 
 
