@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser(
         "bench", help="measure races: holder vs waiter, engine overhead",
-        description="Benchmarks on real servers; prints figures (see README, 'Benchmarks').",
+        description="Benchmarks on real servers; prints figures (see docs/benchmarks.md).",
     )
     bench.add_argument("--engine", choices=("postgres", "mysql"), default="postgres")
     bench.add_argument("--runs", type=int, default=None,

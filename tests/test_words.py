@@ -20,6 +20,8 @@ def product_files():
                             ("scenarios", "*.race"), ("bench", "*.py"), ("scripts", "*.py")):
         yield from sorted((REPO / folder).rglob(pattern))
     yield REPO / "README.md"
+    yield REPO / "CONTRIBUTING.md"
+    yield from sorted((REPO / "docs").rglob("*.md"))
 
 
 def test_no_internal_wording_in_product_text():
