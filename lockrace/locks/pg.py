@@ -82,7 +82,7 @@ def read(conn: psycopg.Connection, where: str = "") -> Snapshot:
             waiter.waiting_ms = waited_ms
         who = snap.label(blocker)
         lock, words_ = _lock_words(locktype, mode, rel, page, tup, xid, vxid, classid, objid, objsubid,
-                                   trel, tpage, ttup, who, queued)
+                                   trel, tpage, ttup, who, queued, held or "")
         snap.waits.append(Wait(pid, blocker, lock, mode or "", waited_ms if waited_ms is not None else
                                (waiter.waiting_ms if waiter else None), bool(queued), held or "", words_,
                                locktype or ""))
@@ -92,9 +92,10 @@ def read(conn: psycopg.Connection, where: str = "") -> Snapshot:
 
 
 def _lock_words(locktype, mode, rel, page, tup, xid, vxid, classid, objid, objsubid, trel, tpage, ttup,
-                who: str, queued: bool) -> tuple[str, str]:
+                who: str, queued: bool, held: str = "") -> tuple[str, str]:
     """(the object, the whole wait in words)."""
-    how = f"queued behind {who}'s pending request" if queued else f"waits for {who}, which holds it"
+    holds = f"holds {words.plural_modes(held)}" if held else "holds it"
+    how = f"queued behind {who}'s pending request" if queued else f"waits for {who}, which {holds}"
     if locktype == "transactionid" and trel:
         lock = f"row {trel} ({tpage},{ttup}), held through {who}'s transaction"
         return lock, f"{lock}: ShareLock on transaction {xid}: {words.row_wait(who)}"

@@ -62,7 +62,10 @@ def lines(snap: Snapshot) -> list[str]:
             if w.waiter in path:
                 out.append(f"{prefix}{branch}{snap.label(w.waiter)}  ↺ back to the start of the cycle")
                 continue
-            out.append(f"{prefix}{branch}{client_line(c, snap.label(w.waiter))}{also}")
+            if w.waiter in shown:  # several blockers: drawn in full under the first one only
+                out.append(f"{prefix}{branch}{snap.label(w.waiter)}  (drawn above)")
+            else:
+                out.append(f"{prefix}{branch}{client_line(c, snap.label(w.waiter))}{also}")
             kind = "queued behind another waiter's pending request" if w.queued else "waits for a holder"
             out.append(f"{prefix}{more}  {kind}: {w.words or w.lock}")
             if w.waiter not in shown:

@@ -1,0 +1,289 @@
+"""``lockrace locks`` on the real private servers: foreign clients holding and waiting,
+a reader queued behind a pending ALTER, the JSON shape, the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import psycopg
+import pymysql
+import pytest
+
+from lockrace.locks import mysql as mysql_reader, pg as pg_reader
+from lockrace.locks.jsonout import snapshot_dict
+from lockrace.locks.sources import private_servers
+from lockrace.locks.text import lines
+
+
+def _until(read, ok, timeout=10.0):
+    """Read snapshots until ``ok(snapshot)``; the last one either way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        snap = read()
+        if ok(snap) or time.monotonic() > deadline:
+            return snap
+        time.sleep(0.05)
+
+
+class Clients:
+    """Foreign connections that run statements in threads (a blocked one keeps waiting)."""
+
+    def __init__(self, connect):
+        self.connect = connect
+        self.conns = []
+        self.threads = []
+
+    def open(self):
+        conn = self.connect()
+        self.conns.append(conn)
+        return conn
+
+    def start(self, conn, sql):
+        def run():
+            try:
+                conn.cursor().execute(sql)
+            except Exception:
+                pass
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    def close(self, end):
+        for c in self.conns:
+            try:
+                end(c)
+            except Exception:
+                pass
+        for t in self.threads:
+            t.join(10)
+        for c in self.conns:
+            try:
+                c.close()
+            except Exception:
+                pass
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+@pytest.fixture
+def pg_schema(pg_server):
+    schema = f"locks_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_server.conninfo, autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+        c.execute(f"CREATE TABLE {schema}.accounts (id int PRIMARY KEY, balance int)")
+        c.execute(f"INSERT INTO {schema}.accounts VALUES (1, 100), (2, 100)")
+    yield schema
+    with psycopg.connect(pg_server.conninfo, autocommit=True) as c:
+        c.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def pg_clients(pg_server):
+    clients = Clients(lambda: psycopg.connect(pg_server.conninfo, autocommit=True, application_name="foreign"))
+
+    def end(conn):
+        with psycopg.connect(pg_server.conninfo, autocommit=True) as k:
+            k.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+    yield clients
+    clients.close(end)
+
+
+def _pg_read(pg_server):
+    conn = pg_reader.connect(pg_server.conninfo)
+    return conn, lambda: pg_reader.read(conn, "test")
+
+
+def test_pg_foreign_holder_and_two_waiters(pg_server, pg_schema, pg_clients):
+    t = f"{pg_schema}.accounts"
+    holder, w1, w2 = pg_clients.open(), pg_clients.open(), pg_clients.open()
+    holder.execute("BEGIN")
+    holder.execute(f"UPDATE {t} SET balance = 0 WHERE id = 1")
+    pg_clients.start(w1, f"UPDATE {t} SET balance = 1 WHERE id = 1")
+    _until(_pg_read(pg_server)[1], lambda s: s.waits_of(w1.info.backend_pid))
+    pg_clients.start(w2, f"UPDATE {t} SET balance = 2 WHERE id = 1")
+    conn, read = _pg_read(pg_server)
+    try:
+        snap = _until(read, lambda s: s.waits_of(w1.info.backend_pid) and s.waits_of(w2.info.backend_pid))
+        h, p1, p2 = holder.info.backend_pid, w1.info.backend_pid, w2.info.backend_pid
+        first, = snap.waits_of(p1)
+        second, = snap.waits_of(p2)
+        # the first waiter waits for the holder's transaction; the second for its place in the row's line
+        assert (first.blocker, first.kind, first.mode, first.queued) == (h, "transactionid", "ShareLock", False)
+        assert first.lock == f"row {t} (0,1), held through pid {h}'s transaction"
+        assert f"waits for pid {h}'s transaction to end" in first.words
+        assert (second.blocker, second.kind) == (p1, "tuple")
+        assert "place in line" in second.words and "not a table lock" in second.words
+        assert snap.roots() == [h]
+        text = "\n".join(lines(snap))
+        assert text.index(f"pid {h}") < text.index(f"pid {p1}  postgres  foreign") < text.index(f"pid {p2}  postgres")
+        assert f"└── pid {p1}" in text and f"    └── pid {p2}" in text
+        # every client session is listed, waiting or not, and never lockrace's own reading connection
+        idents = {c.ident for c in snap.clients}
+        assert {h, p1, p2} <= idents and conn.info.backend_pid not in idents
+        doc = snapshot_dict(snap)
+        waits = {w["waiter"]: w for w in doc["waits"]}
+        assert set(waits[p1]) >= {"waiter", "blocker", "lock", "mode", "waiting_ms"}
+        assert waits[p1]["blocker"] == h and waits[p2]["blocker"] == p1 and waits[p1]["waiting_ms"] >= 0
+        assert json.loads(json.dumps(doc)) == doc
+        session = next(s for s in doc["sessions"] if s["pid"] == h)
+        assert session["application"] == "foreign" and session["state"] == "idle in transaction"
+    finally:
+        conn.close()
+    # it took no lock: the holder still holds, the waiters still wait, in the same order
+    holder.execute("ROLLBACK")
+    for th in pg_clients.threads:
+        th.join(10)
+    assert all(not th.is_alive() for th in pg_clients.threads)
+
+
+def test_pg_reader_queued_behind_pending_alter(pg_server, pg_schema, pg_clients):
+    t = f"{pg_schema}.accounts"
+    reader_h, alter, reader = pg_clients.open(), pg_clients.open(), pg_clients.open()
+    reader_h.execute("BEGIN")
+    reader_h.execute(f"SELECT * FROM {t}")
+    pg_clients.start(alter, f"ALTER TABLE {t} ADD COLUMN note text")
+    _until(_pg_read(pg_server)[1], lambda s: s.waits_of(alter.info.backend_pid))
+    pg_clients.start(reader, f"SELECT * FROM {t}")
+    conn, read = _pg_read(pg_server)
+    try:
+        pa, pr, ph = alter.info.backend_pid, reader.info.backend_pid, reader_h.info.backend_pid
+        snap = _until(read, lambda s: s.waits_of(pr))
+        a, = snap.waits_of(pa)
+        r, = snap.waits_of(pr)
+        assert (a.blocker, a.queued, a.mode) == (ph, False, "AccessExclusiveLock")
+        assert a.lock == f"relation {t}" and "ACCESS EXCLUSIVE requested" in a.words
+        # the reader is blocked by the ALTER's pending request, not by the reader that holds the lock
+        assert (r.blocker, r.queued) == (pa, True)
+        assert f"ACCESS SHARE requested; queued behind pid {pa}'s pending request" in r.words
+        text = "\n".join(lines(snap))
+        assert "queued behind another waiter's pending request" in text and "waits for a holder" in text
+    finally:
+        conn.close()
+        reader_h.execute("ROLLBACK")
+
+
+def test_pg_cli_json_and_discovery(pg_server, pg_schema, pg_clients):
+    t = f"{pg_schema}.accounts"
+    holder, waiter = pg_clients.open(), pg_clients.open()
+    holder.execute("BEGIN")
+    holder.execute(f"SELECT * FROM {t} WHERE id = 2 FOR UPDATE")
+    pg_clients.start(waiter, f"SELECT * FROM {t} WHERE id = 2 FOR UPDATE")
+    _until(_pg_read(pg_server)[1], lambda s: s.waits_of(waiter.info.backend_pid))
+    res = subprocess.run([sys.executable, "-m", "lockrace", "locks", "--pg", pg_server.conninfo, "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    wait = next(w for w in doc["waits"] if w["waiter"] == waiter.info.backend_pid)
+    assert wait["blocker"] == holder.info.backend_pid and wait["mode"] == "ShareLock"
+    assert isinstance(wait["waiting_ms"], float) and isinstance(doc["sessions"], list)
+    # without a DSN: lockrace's own running private servers, this one among them
+    socket_dir = pg_server.server.dir
+    assert any(str(socket_dir) in s.where for s in private_servers(["postgres"]))
+    res = subprocess.run([sys.executable, "-m", "lockrace", "locks", "--engine", "postgres"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert str(socket_dir) in res.stdout and f"pid {waiter.info.backend_pid}" in res.stdout
+    holder.execute("ROLLBACK")
+
+
+def test_cli_bad_input_is_one_sentence(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "lockrace", "locks", "--pg", "host=127.0.0.1 port=1 connect_timeout=2"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("lockrace locks: cannot read") and len(res.stderr.strip().splitlines()) == 1
+    res = subprocess.run([sys.executable, "-m", "lockrace", "locks", "--mysql", "nonsense://x"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "Traceback" not in res.stderr and "not a MySQL DSN" in res.stderr
+
+
+# ---------------------------------------------------------------- MariaDB
+
+@pytest.fixture
+def my_db(mysql_server):
+    db = f"locks_{uuid.uuid4().hex[:8]}"
+    c = pymysql.connect(**mysql_server.mysql_kwargs, autocommit=True)
+    c.cursor().execute(f"CREATE DATABASE {db}")
+    c.cursor().execute(f"CREATE TABLE {db}.accounts (id int PRIMARY KEY, balance int) ENGINE=InnoDB")
+    c.cursor().execute(f"INSERT INTO {db}.accounts VALUES (1, 100), (2, 100)")
+    c.close()
+    yield db
+    c = pymysql.connect(**mysql_server.mysql_kwargs, autocommit=True)
+    c.cursor().execute(f"DROP DATABASE {db}")
+    c.close()
+
+
+@pytest.fixture
+def my_clients(mysql_server):
+    clients = Clients(lambda: pymysql.connect(**mysql_server.mysql_kwargs, autocommit=True))
+
+    def end(conn):
+        k = pymysql.connect(**mysql_server.mysql_kwargs, autocommit=True)
+        try:
+            k.cursor().execute(f"KILL {conn.thread_id()}")
+        finally:
+            k.close()
+    yield clients
+    clients.close(end)
+
+
+def _my_read(mysql_server):
+    conn = mysql_reader.connect(mysql_server.mysql_kwargs)
+    return conn, lambda: mysql_reader.read(conn, "test")
+
+
+def test_mariadb_foreign_holder_and_two_waiters(mysql_server, my_db, my_clients):
+    holder, w1, w2 = my_clients.open(), my_clients.open(), my_clients.open()
+    holder.cursor().execute("BEGIN")
+    holder.cursor().execute(f"UPDATE {my_db}.accounts SET balance = 0 WHERE id = 1")
+    my_clients.start(w1, f"UPDATE {my_db}.accounts SET balance = 1 WHERE id = 1")
+    my_clients.start(w2, f"UPDATE {my_db}.accounts SET balance = 2 WHERE id = 1")
+    conn, read = _my_read(mysql_server)
+    try:
+        h, t1, t2 = holder.thread_id(), w1.thread_id(), w2.thread_id()
+        snap = _until(read, lambda s: s.waits_of(t1) and s.waits_of(t2))
+        assert snap.server.startswith(("MariaDB", "MySQL"))
+        blockers = {w.waiter: {x.blocker for x in snap.waits_of(w.waiter)} for w in snap.waits}
+        assert h in blockers[t1] and h in blockers[t2]
+        first = next(w for w in snap.waits_of(t1) if w.blocker == h)
+        assert first.kind == "record" and first.lock == f"row {my_db}.accounts PRIMARY key 1"
+        assert f"held through thread {h}'s transaction" in first.words
+        assert first.mode.startswith("X")
+        text = "\n".join(lines(snap))
+        assert f"thread {h}" in text.splitlines()[1]
+        doc = snapshot_dict(snap)
+        assert {w["waiter"] for w in doc["waits"]} >= {t1, t2}
+        assert all(set(w) >= {"waiter", "blocker", "lock", "mode", "waiting_ms"} for w in doc["waits"])
+        assert conn.thread_id() not in {s["pid"] for s in doc["sessions"]}
+    finally:
+        conn.close()
+        holder.cursor().execute("ROLLBACK")
+
+
+def test_mariadb_reader_queued_behind_pending_alter(mysql_server, my_db, my_clients):
+    holder, alter, reader = my_clients.open(), my_clients.open(), my_clients.open()
+    holder.cursor().execute("BEGIN")
+    holder.cursor().execute(f"SELECT * FROM {my_db}.accounts")
+    my_clients.start(alter, f"ALTER TABLE {my_db}.accounts ADD COLUMN note text")
+    conn, read = _my_read(mysql_server)
+    try:
+        _until(read, lambda s: s.waits_of(alter.thread_id()))
+        my_clients.start(reader, f"SELECT * FROM {my_db}.accounts")
+        snap = _until(read, lambda s: s.waits_of(reader.thread_id()))
+        a = snap.waits_of(alter.thread_id())
+        r = snap.waits_of(reader.thread_id())
+        plugin = not any("METADATA_LOCK_INFO" in n for n in snap.notes)
+        if plugin:
+            assert [(w.blocker, w.queued) for w in a] == [(holder.thread_id(), False)]
+        else:
+            assert [w.blocker for w in a] == [None]
+        # the reader is blocked by the pending ALTER, not by the reader that holds the table
+        assert [(w.blocker, w.queued) for w in r] == [(alter.thread_id(), True)]
+        assert r[0].lock == f"metadata lock on {my_db}.accounts" or r[0].lock.startswith("metadata lock on")
+    finally:
+        conn.close()
+        holder.cursor().execute("ROLLBACK")
