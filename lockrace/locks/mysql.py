@@ -16,7 +16,7 @@ import re
 import pymysql
 
 from .model import Client, Snapshot, Wait
-from . import words
+from ..core import lockwords as words
 
 STATEMENT_TIMEOUT_S = 2
 

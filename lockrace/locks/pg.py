@@ -13,7 +13,7 @@ import re
 import psycopg
 
 from .model import Client, Snapshot, Wait
-from . import words
+from ..core import lockwords as words
 
 STATEMENT_TIMEOUT_MS = 2000
 

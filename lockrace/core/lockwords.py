@@ -58,3 +58,19 @@ def table_name(raw: str | None) -> str:
         return ""
     m = _INDEX_NAME.match(raw)
     return f"{m.group(1)}.{m.group(2)}" if m else raw.strip("`")
+
+
+def wait_words(lock, blockers) -> str:
+    """What a reported wait means, for a learner ('' when the lock's own words say it):
+    a row wait PostgreSQL shows as a ShareLock on the holder's transaction id, and the
+    tuple lock by which PostgreSQL queues the waiters of one row."""
+    if lock is None or not blockers:
+        return ""
+    who = blockers[0] if len(blockers) == 1 else f"{', '.join(blockers[:-1])} and {blockers[-1]}"
+    if lock.kind == "tuple" and lock.mode == "ShareLock":  # the waiter holds the row's tuple lock, waits for the xid
+        return row_wait(who)
+    if lock.kind == "transactionid":
+        return f"waits for {who}'s transaction to end"
+    if lock.kind == "tuple":
+        return row_queue(who)
+    return ""
