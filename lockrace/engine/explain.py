@@ -66,5 +66,8 @@ async def deadlock(race, session, result: StatementResult) -> None:
     except Exception:
         found = None
     if found is not None and found.lines:
+        sandbox = getattr(race.backend, "sandbox", "")
+        if sandbox and race.backend.engine == "mysql":  # the race's own tables by their plain names
+            found.lines = [line.replace(f" {sandbox}.", " ") for line in found.lines]
         result.explained += tuple(found.lines) + ((found.cycle_line(),) if found.cycle else ())
         result.cycle = tuple(found.cycle)
