@@ -287,3 +287,69 @@ def test_mariadb_reader_queued_behind_pending_alter(mysql_server, my_db, my_clie
     finally:
         conn.close()
         holder.cursor().execute("ROLLBACK")
+
+
+def test_watch_redraws_in_place_and_json_lines(pg_server):
+    """--watch on a terminal redraws the same lines (cursor moved up, not scrolled); with
+    --json it prints one JSON object a line; Ctrl-C ends it with status 0."""
+    import os
+    import pty
+    import select
+    import signal
+
+    argv = [sys.executable, "-m", "lockrace", "locks", "--pg", pg_server.conninfo, "--watch", "--interval", "0.2"]
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.environ["COLUMNS"], os.environ["LINES"] = "120", "40"
+        os.execv(sys.executable, argv)
+    out = b""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and out.count(b"read at") < 3:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:
+                break
+    os.kill(pid, signal.SIGINT)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert out.count(b"read at") >= 3, out[-500:]
+    assert b"\x1b[1A" in out or b"\x1b[2K" in out  # Rich's live display moves back up over the last frame
+    assert os.waitstatus_to_exitcode(status) == 0
+    proc = subprocess.Popen(argv + ["--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first, second = proc.stdout.readline(), proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+    assert proc.returncode == 0, proc.stderr.read()
+    for line in (first, second):
+        doc = json.loads(line)
+        assert set(doc) >= {"waits", "sessions"}
+
+
+def test_pg_cycle_before_the_deadlock_check(pg_server, pg_schema, pg_clients):
+    """Two clients in a cycle, seen before the server's deadlock check ends it: drawn once,
+    with the cycle named; lockrace's own sessions by their letters."""
+    t = f"{pg_schema}.accounts"
+    a = psycopg.connect(pg_server.conninfo, autocommit=True, application_name="lockrace A")
+    b = psycopg.connect(pg_server.conninfo, autocommit=True, application_name="lockrace B")
+    pg_clients.conns += [a, b]
+    for conn, row in ((a, 1), (b, 2)):
+        conn.execute("SET deadlock_timeout = '20s'")
+        conn.execute("BEGIN")
+        conn.execute(f"UPDATE {t} SET balance = 0 WHERE id = {row}")
+    pg_clients.start(a, f"UPDATE {t} SET balance = 1 WHERE id = 2")
+    pg_clients.start(b, f"UPDATE {t} SET balance = 1 WHERE id = 1")
+    conn, read = _pg_read(pg_server)
+    try:
+        pa, pb = a.info.backend_pid, b.info.backend_pid
+        snap = _until(read, lambda s: s.waits_of(pa) and s.waits_of(pb))
+        assert snap.cycles() == [sorted([pa, pb])]
+        text = lines(snap)
+        assert "  deadlock forming: cycle: A → B → A (the server's deadlock check ends it)" in text
+        assert any(line.startswith(f"A (pid {pa})") for line in text)
+        assert sum("↺ back to the start of the cycle" in line for line in text) == 1
+        assert snapshot_dict(snap)["cycles"] == [sorted([pa, pb])]
+    finally:
+        conn.close()

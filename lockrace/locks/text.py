@@ -59,14 +59,15 @@ def lines(snap: Snapshot) -> list[str]:
             c = snap.client(w.waiter)
             others = [snap.label(x.blocker) for x in snap.waits_of(w.waiter) if x.blocker != ident]
             also = f"  (also blocked by {', '.join(others)})" if others else ""
+            kind = "queued behind another waiter's pending request" if w.queued else "waits for a holder"
             if w.waiter in path:
                 out.append(f"{prefix}{branch}{snap.label(w.waiter)}  ↺ back to the start of the cycle")
+                out.append(f"{prefix}{more}  {kind}: {w.words or w.lock}")
                 continue
             if w.waiter in shown:  # several blockers: drawn in full under the first one only
                 out.append(f"{prefix}{branch}{snap.label(w.waiter)}  (drawn above)")
             else:
                 out.append(f"{prefix}{branch}{client_line(c, snap.label(w.waiter))}{also}")
-            kind = "queued behind another waiter's pending request" if w.queued else "waits for a holder"
             out.append(f"{prefix}{more}  {kind}: {w.words or w.lock}")
             if w.waiter not in shown:
                 shown.add(w.waiter)
