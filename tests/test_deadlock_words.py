@@ -167,6 +167,6 @@ def test_parsers_on_the_servers_own_text():
     assert section.startswith("2026-01-01") and "Trx id counter" not in section
     e = explain_innodb(section, {5: "A", 6: "B"}.get, 6)
     assert e.cycle == ["B", "A"]
-    assert e.lines[0] == "A: UPDATE a SET b=1 WHERE id=2 -- waits for row d.a PRIMARY key 2 (X locks rec but not gap), held by B"
+    assert e.lines[0] == "A: UPDATE a SET b=1 WHERE id=2 -- waits for row d.a PRIMARY key 2 (exclusive, the row only), held by B"
     assert explain_innodb(section, {5: "A", 6: "B"}.get, 5) is None  # not about this victim
     assert wait_words(LockInfo("relation", "AccessExclusiveLock", "accounts"), ["A"]) == ""

@@ -84,13 +84,25 @@ def _key(block: str) -> str:
     return str(value ^ (1 << (bits - 1)) if value >> (bits - 1) else value - (1 << (bits - 1)))
 
 
+def _mode_words(mode: str) -> str:
+    """InnoDB's 'lock_mode X locks rec but not gap' in words."""
+    kind = "exclusive" if mode.startswith("X") else "shared" if mode.startswith("S") else mode.split()[0]
+    if "insert intention" in mode:
+        return f"{kind}, to insert into the gap"
+    if "rec but not gap" in mode:
+        return f"{kind}, the row only"
+    if "gap before rec" in mode:
+        return f"{kind}, the gap before the row"
+    return f"{kind}, the row and the gap before it"
+
+
 def _lock_words(line: str, block: str) -> str:
     m = _ON.search(line)
     if m:
         index, db, table, mode = m.group(1), m.group(2), m.group(3), m.group(4).replace(" waiting", "")
         key = _key(block) if index == "PRIMARY" else ""
         where = f" key {key}" if key else ""
-        return f"row {db}.{table} {index}{where} ({mode})"
+        return f"row {db}.{table} {index}{where} ({_mode_words(mode)})"
     t = _TABLE_LOCK.search(line)
     if t:
         return f"table {t.group(1)}.{t.group(2)} ({t.group(3)})"

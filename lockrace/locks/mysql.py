@@ -58,8 +58,31 @@ JOIN performance_schema.threads gt ON gt.THREAD_ID = g.OWNER_THREAD_ID
 WHERE p.LOCK_STATUS = 'PENDING' AND gt.PROCESSLIST_ID IS NOT NULL
 """
 
-# metadata lock types that let nobody else in but shared readers / nobody at all
-_MYSQL_STRONG = {"EXCLUSIVE", "SHARED_NO_READ_WRITE", "SHARED_NO_WRITE", "SHARED_UPGRADABLE"}
+# MySQL's metadata-lock compatibility (sql/mdl.cc): for a requested type, the granted types
+# it must wait for, and the pending (queued) types it must wait behind
+_MDL = ("SHARED", "SHARED_HIGH_PRIO", "SHARED_READ", "SHARED_WRITE", "SHARED_WRITE_LOW_PRIO", "SHARED_UPGRADABLE",
+        "SHARED_READ_ONLY", "SHARED_NO_WRITE", "SHARED_NO_READ_WRITE", "EXCLUSIVE")
+_GRANTED_CONFLICTS = {
+    "SHARED": {"EXCLUSIVE"}, "SHARED_HIGH_PRIO": {"EXCLUSIVE"},
+    "SHARED_READ": {"SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_WRITE": {"SHARED_READ_ONLY", "SHARED_NO_WRITE", "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_WRITE_LOW_PRIO": {"SHARED_READ_ONLY", "SHARED_NO_WRITE", "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_UPGRADABLE": {"SHARED_UPGRADABLE", "SHARED_NO_WRITE", "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_READ_ONLY": {"SHARED_WRITE", "SHARED_WRITE_LOW_PRIO", "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_NO_WRITE": {"SHARED_WRITE", "SHARED_WRITE_LOW_PRIO", "SHARED_UPGRADABLE", "SHARED_NO_WRITE",
+                        "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_NO_READ_WRITE": set(_MDL[2:]),
+    "EXCLUSIVE": set(_MDL),
+}
+_PENDING_CONFLICTS = {
+    "SHARED": {"EXCLUSIVE"}, "SHARED_HIGH_PRIO": set(),
+    "SHARED_READ": {"SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_WRITE": {"SHARED_NO_WRITE", "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_WRITE_LOW_PRIO": {"SHARED_READ_ONLY", "SHARED_NO_WRITE", "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_UPGRADABLE": {"EXCLUSIVE"},
+    "SHARED_READ_ONLY": {"SHARED_WRITE", "SHARED_NO_READ_WRITE", "EXCLUSIVE"},
+    "SHARED_NO_WRITE": {"EXCLUSIVE"}, "SHARED_NO_READ_WRITE": {"EXCLUSIVE"}, "EXCLUSIVE": set(),
+}
 
 
 def connect(kwargs: dict) -> pymysql.connections.Connection:
@@ -204,10 +227,10 @@ def _mysql_metadata(cur, snap: Snapshot, waiting) -> None:
         pid, other = int(pid), int(other)
         if pid not in waiting:
             continue
-        strong = ptype in _MYSQL_STRONG or gtype in _MYSQL_STRONG
-        if not strong or (gstatus == "PENDING" and waiting.get(other, ("", "", 0))[2] < waiting[pid][2]):
-            continue  # no conflict, or a pending request younger than this one
         queued = gstatus == "PENDING"
+        conflicts = (_PENDING_CONFLICTS if queued else _GRANTED_CONFLICTS).get(str(ptype), set(_MDL))
+        if gtype not in conflicts or (queued and waiting.get(other, ("", "", 0))[2] < waiting[pid][2]):
+            continue  # no conflict, or a pending request younger than this one
         who = snap.label(other)
         lock = f"metadata lock on {schema}.{name}" if name else f"metadata lock ({otype})"
         how = f"queued behind {who}'s pending request ({gtype})" if queued else f"{who} holds it ({gtype})"
