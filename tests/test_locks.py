@@ -353,3 +353,44 @@ def test_pg_cycle_before_the_deadlock_check(pg_server, pg_schema, pg_clients):
         assert snapshot_dict(snap)["cycles"] == [sorted([pa, pb])]
     finally:
         conn.close()
+
+
+def test_galera_each_node_read_on_its_own(galera_cluster):
+    """A Galera node shows only its own locks: each node is read, and named."""
+    from lockrace.locks.sources import Source
+
+    nodes = list(galera_cluster.nodes.items())
+    first = nodes[0][1].mysql_kwargs
+    db = f"locks_{uuid.uuid4().hex[:8]}"
+    setup = pymysql.connect(**first, autocommit=True)
+    setup.cursor().execute(f"CREATE DATABASE {db}")
+    setup.cursor().execute(f"CREATE TABLE {db}.accounts (id int PRIMARY KEY, balance int) ENGINE=InnoDB")
+    setup.cursor().execute(f"INSERT INTO {db}.accounts VALUES (1, 100)")
+    holder = pymysql.connect(**first, autocommit=True)
+    waiter = pymysql.connect(**first, autocommit=True)
+    clients = Clients(lambda: None)
+    try:
+        holder.cursor().execute("BEGIN")
+        holder.cursor().execute(f"UPDATE {db}.accounts SET balance = 0 WHERE id = 1")
+        clients.start(waiter, f"UPDATE {db}.accounts SET balance = 1 WHERE id = 1")
+        sources = [Source("mysql", name, mysql_kwargs=t.mysql_kwargs) for name, t in nodes]
+        conns = [s.connect() for s in sources]
+        try:
+            snaps = [_until(lambda: s.read(c), lambda snap: bool(snap.waits) or snap is None, timeout=10 if i == 0 else 0)
+                     for i, (s, c) in enumerate(zip(sources, conns))]
+        finally:
+            for c in conns:
+                c.close()
+        assert [s.node for s in snaps] == [name for name, _ in nodes]
+        assert all(any("a Galera node" in n for n in s.notes) for s in snaps)
+        assert [(w.waiter, w.blocker) for w in snaps[0].waits] == [(waiter.thread_id(), holder.thread_id())]
+        assert snaps[1].waits == []  # the other node knows nothing of node1's row locks
+        text = "\n".join(lines(snaps[0]))
+        assert f"(node {nodes[0][0]})" in text.splitlines()[0]
+    finally:
+        holder.cursor().execute("ROLLBACK")
+        clients.close(lambda c: None)
+        for c in (holder, waiter):
+            c.close()
+        setup.cursor().execute(f"DROP DATABASE {db}")
+        setup.close()
