@@ -394,3 +394,31 @@ def test_galera_each_node_read_on_its_own(galera_cluster):
             c.close()
         setup.cursor().execute(f"DROP DATABASE {db}")
         setup.close()
+
+
+def test_pg_lock_in_another_database_named_by_its_database(pg_server, pg_clients):
+    """The reader sees every database's locks; a relation elsewhere is named with its database."""
+    db = f"locks_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_server.conninfo, autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    other = pg_server.conninfo.replace("dbname=postgres", f"dbname={db}")
+    try:
+        clients = Clients(lambda: psycopg.connect(other, autocommit=True))
+        h, w = clients.open(), clients.open()
+        h.execute("CREATE TABLE t (id int)")
+        h.execute("BEGIN")
+        h.execute("LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
+        clients.start(w, "SELECT * FROM t")
+        conn, read = _pg_read(pg_server)  # reads from the postgres database
+        try:
+            snap = _until(read, lambda s: s.waits_of(w.info.backend_pid))
+            wait, = snap.waits_of(w.info.backend_pid)
+            assert wait.lock.startswith("relation ") and wait.lock.endswith(f" in database {db}")
+            assert wait.blocker == h.info.backend_pid and not wait.queued
+        finally:
+            conn.close()
+            h.execute("ROLLBACK")
+            clients.close(lambda c: None)
+    finally:
+        with psycopg.connect(pg_server.conninfo, autocommit=True) as c:
+            c.execute(f"DROP DATABASE {db} WITH (FORCE)")

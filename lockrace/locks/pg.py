@@ -33,10 +33,10 @@ ORDER BY a.pid
 
 _WAITS = """
 WITH l AS MATERIALIZED (SELECT * FROM pg_locks)
-SELECT w.pid, b.pid, w.locktype, w.mode, w.relation::regclass::text, w.page, w.tuple,
+SELECT w.pid, b.pid, w.locktype, w.mode, {rel_w}, w.page, w.tuple,
        w.transactionid::text, w.virtualxid, w.classid, w.objid, w.objsubid,
        {waited},
-       t.relation::regclass::text, t.page, t.tuple,
+       {rel_t}, t.page, t.tuple,
        EXISTS (SELECT 1 FROM l q WHERE q.pid = b.pid AND NOT q.granted AND {same_q}),
        (SELECT string_agg(DISTINCT h.mode, ',') FROM l h WHERE h.pid = b.pid AND h.granted AND {same_h})
 FROM l w
@@ -45,6 +45,13 @@ LEFT JOIN LATERAL (SELECT * FROM l g WHERE g.pid = w.pid AND g.granted AND g.loc
 WHERE NOT w.granted AND w.pid <> pg_backend_pid()
 ORDER BY w.pid, b.pid
 """
+
+# a relation by name in the database read; one of another database by its oid and database
+_REL = ("CASE WHEN {a}.relation IS NULL THEN NULL"
+        " WHEN {a}.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " THEN {a}.relation::regclass::text"
+        " ELSE {a}.relation::text || ' in database ' || coalesce((SELECT datname FROM pg_database"
+        " WHERE oid = {a}.database), '?') END")
 
 _LOCKRACE_APP = re.compile(r"^lockrace (?:lockrace_\w+ )?([A-Z][A-Za-z0-9_]{0,7})$")
 
@@ -70,7 +77,7 @@ def read(conn: psycopg.Connection, where: str = "") -> Snapshot:
                               kind="client" if btype == "client backend" else btype)
     waited = ("extract(epoch FROM clock_timestamp() - w.waitstart)::float8 * 1000"
               if conn.info.server_version >= 140000 else "NULL::float8")
-    sql = _WAITS.format(waited=waited, same_q=_SAME.format(a="q", b="w"), same_h=_SAME.format(a="h", b="w"))
+    sql = _WAITS.format(waited=waited, rel_w=_REL.format(a="w"), rel_t=_REL.format(a="t"), same_q=_SAME.format(a="q", b="w"), same_h=_SAME.format(a="h", b="w"))
     rows = conn.execute(sql).fetchall()
     snap.clients = list(clients.values())
     involved = set()
