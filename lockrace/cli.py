@@ -151,7 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     locks.add_argument("--json", action="store_true",
                        help='JSON: {"waits": [{"waiter", "blocker", "lock", "mode", "waiting_ms", ...}], '
                             '"sessions": [...]} (several servers: a list; --watch: one per line)')
-    _server_flags(locks)
+    locks.add_argument("--pg", metavar="DSN", help="the PostgreSQL server to read (env LOCKRACE_PG_DSN with --engine postgres)")
+    locks.add_argument("--mysql", metavar="DSN", help="the MariaDB/MySQL server to read "
+                       "(mysql://user:password@host:port; env LOCKRACE_MYSQL_DSN with --engine mysql)")
+    locks.add_argument("--galera", metavar="DSN1,DSN2", help="every node of a Galera cluster, each read on its own "
+                       "(env LOCKRACE_GALERA_DSNS with --engine galera)")
+    locks.add_argument("--standby", metavar="DSN1,DSN2", help="a PostgreSQL primary and its hot standby, each read "
+                       "on its own (env LOCKRACE_STANDBY_DSNS with --engine postgres-standby)")
     return parser
 
 

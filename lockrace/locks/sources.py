@@ -78,10 +78,12 @@ def sources(engine: str | None, pg: str | None, mysql_dsn: str | None, galera: s
         raise NoServer(str(exc)) from None
     if out:
         return out
-    env = {"postgres": os.environ.get(PG_ENV), "mysql": os.environ.get(MYSQL_ENV)}
-    if engine in env and env[engine]:
-        return sources(None, env["postgres"] if engine == "postgres" else None,
-                       env["mysql"] if engine == "mysql" else None, None, None)
+    env = {"postgres": PG_ENV, "mysql": MYSQL_ENV, "galera": "LOCKRACE_GALERA_DSNS",
+           "postgres-standby": "LOCKRACE_STANDBY_DSNS"}
+    given = os.environ.get(env.get(engine or "", ""), "")
+    if given:
+        return sources(None, *[given if engine == e else None for e in ("postgres", "mysql", "galera",
+                                                                         "postgres-standby")])
     found = private_servers([engine] if engine else None)
     if not found:
         what = {"postgres": "PostgreSQL", "mysql": "MariaDB/MySQL", "galera": "Galera",
