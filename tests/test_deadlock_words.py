@@ -170,3 +170,22 @@ def test_parsers_on_the_servers_own_text():
     assert e.lines[0] == "A: UPDATE a SET b=1 WHERE id=2 -- waits for row d.a PRIMARY key 2 (exclusive, the row only), held by B"
     assert explain_innodb(section, {5: "A", 6: "B"}.get, 5) is None  # not about this victim
     assert wait_words(LockInfo("relation", "AccessExclusiveLock", "accounts"), ["A"]) == ""
+
+
+def test_json_report_carries_the_cycle(pg_server):
+    """``lockrace run --format json``: the victim's step has the server's lines and the cycle."""
+    import json
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "lockrace", "run", "pg-deadlock", "--format", "json",
+                          "--pg", pg_server.conninfo], capture_output=True, text=True, timeout=120)
+    # a DSN server: lockrace works in a sandbox schema of its own there
+    assert res.returncode == 0, res.stderr
+    report, = json.loads(res.stdout)
+    victim = next(s for s in report["steps"] if s["outcome"] == "deadlock")
+    assert victim["cycle"] == ["A", "B"]
+    assert victim["explained"][-1] == "cycle: A → B → A"
+    assert victim["explained"][0].startswith("A waits for ShareLock on transaction ")
+    others = [s for s in report["steps"] if s["outcome"] != "deadlock"]
+    assert all(s["cycle"] is None for s in others)

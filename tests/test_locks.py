@@ -422,3 +422,29 @@ def test_pg_lock_in_another_database_named_by_its_database(pg_server, pg_clients
     finally:
         with psycopg.connect(pg_server.conninfo, autocommit=True) as c:
             c.execute(f"DROP DATABASE {db} WITH (FORCE)")
+
+
+async def test_a_race_seen_from_outside_by_letter(pg_server, pg_backend, make_race):
+    """The model the app's lock view uses: a race's own sessions by letter, read from its target."""
+    import asyncio
+
+    from lockrace.locks import Source, session_names
+
+    race = await make_race(pg_backend, ("A", "B"))
+    await pg_backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY)", "INSERT INTO accounts VALUES (1)"])
+    await race.run("A", "BEGIN;")
+    await race.run("A", "SELECT * FROM accounts WHERE id = 1 FOR UPDATE;")
+    stmt = race.submit("B", "SELECT * FROM accounts WHERE id = 1 FOR UPDATE;")
+    assert await race.wait_blocked_or_done(stmt, 10)
+    source = Source.from_target(pg_server)
+    conn = await asyncio.to_thread(source.connect)
+    try:
+        snap = await asyncio.to_thread(source.read, conn)
+    finally:
+        conn.close()
+    snap.name(session_names(race))
+    wait, = snap.waits_of(race.sessions["B"].ident)
+    assert snap.label(wait.waiter) == "B" and snap.label(wait.blocker) == "A"
+    assert wait.lock.endswith("held through A's transaction")
+    await race.run("A", "ROLLBACK;")
+    await race.settled("B")

@@ -7,8 +7,23 @@ the waiter to what blocks it, told apart as a wait for a *holder* or a place
 ``mysql.py``) run on a connection of their own, bounded by the server's statement
 time limit, and never lock anyone's objects; ``text.py`` draws the wait-for forest
 and ``jsonout.py`` gives it as JSON.  Nothing here imports Textual.
+
+The app reads a race's server the same way, in a worker thread (the readers block)::
+
+    source = Source.from_target(target)
+    conn = await asyncio.to_thread(source.connect)
+    snap = await asyncio.to_thread(source.read, conn)
+    snap.name(session_names(race))   # its sessions by letter, every other client by pid
 """
 
 from .model import Client, Snapshot, Wait
+from .sources import Source
 
-__all__ = ["Client", "Snapshot", "Wait"]
+
+def session_names(race) -> dict[int, str]:
+    """A race's sessions by backend ident (pid / thread id) -> letter, for ``Snapshot.name``
+    (single servers; on a cluster, per node: idents are per server)."""
+    return {s.ident: s.name for s in race.sessions.values() if s.ident}
+
+
+__all__ = ["Client", "Snapshot", "Source", "Wait", "session_names"]

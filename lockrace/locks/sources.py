@@ -27,6 +27,13 @@ class Source:
     conninfo: str = ""
     mysql_kwargs: dict | None = None
 
+    @classmethod
+    def from_target(cls, target) -> "Source":
+        """The server a race runs on (a ``Target``: private or DSN), for a lock view of it."""
+        if target.engine == "postgres":
+            return cls("postgres", target.describe(), conninfo=target.conninfo)
+        return cls("mysql", target.describe(), mysql_kwargs=dict(target.mysql_kwargs))
+
     def connect(self):
         from . import mysql, pg
 
