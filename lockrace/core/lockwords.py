@@ -18,8 +18,10 @@ def pg_mode(mode: str) -> str:
     return _PG_MODES.get(mode, mode)
 
 
-def innodb_mode(mode: str) -> str:
-    """InnoDB's lock_mode ('X,REC_NOT_GAP', 'S,GAP', 'X,INSERT_INTENTION') in words."""
+def innodb_mode(mode: str, next_key: bool = True) -> str:
+    """InnoDB's lock_mode ('X,REC_NOT_GAP', 'S,GAP', 'X,INSERT_INTENTION') in words.
+    ``next_key``: a bare X or S means the row and the gap before it (MySQL 8's
+    data_locks); MariaDB's INNODB_LOCKS writes X for a row-only lock too."""
     parts = [p.strip().upper() for p in (mode or "").split(",") if p.strip()]
     if not parts:
         return mode
@@ -28,7 +30,7 @@ def innodb_mode(mode: str) -> str:
     extra = {"REC_NOT_GAP": "the row only", "GAP": "the gap before the row",
              "INSERT_INTENTION": "to insert into the gap"}
     more = [extra.get(p, p.lower()) for p in parts[1:]]
-    if not more and parts[0] in ("X", "S"):
+    if not more and parts[0] in ("X", "S") and next_key:
         more = ["the row and the gap before it"]
     return f"{base} ({', '.join(more)})" if more else base
 

@@ -151,12 +151,12 @@ def _row_waits(cur, snap: Snapshot, mariadb: bool, states) -> None:
         if str(ltype or "").upper() == "RECORD":
             where = "the gap before the end of the index" if data == "supremum pseudo-record" else f"key {data}"
             lock = f"row {table} {index} {where}" if index else f"row {table} {where}"
-            text = (f"{lock}, held through {who}'s transaction: {words.innodb_mode(mode)} requested; "
+            text = (f"{lock}, held through {who}'s transaction: {words.innodb_mode(mode, not mariadb)} requested; "
                     + (how if queued else words.row_wait(who)))
             kind = "record"
         else:
             lock = f"table {table}"
-            text = f"{lock}: {words.innodb_mode(mode)} requested; {how}"
+            text = f"{lock}: {words.innodb_mode(mode, not mariadb)} requested; {how}"
             kind = "table"
         snap.waits.append(Wait(waiter, blocker, lock, str(mode or ""), states.get(waiter, ("", "", 0))[2],
                                bool(queued), str(held or ""), text, kind))
