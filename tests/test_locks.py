@@ -448,3 +448,60 @@ async def test_a_race_seen_from_outside_by_letter(pg_server, pg_backend, make_ra
     assert wait.lock.endswith("held through A's transaction")
     await race.run("A", "ROLLBACK;")
     await race.settled("B")
+
+
+@pytest.fixture(scope="module")
+def mariadb_without_mdl_info():
+    """A private MariaDB of this module's own, started without the METADATA_LOCK_INFO plugin."""
+    from lockrace.servers.private_mysql import PrivateMySQL
+    from lockrace.servers.process import ServerStartError
+
+    class NoPlugin(PrivateMySQL):
+        def _plugin_dir(self):
+            return None
+
+    try:
+        server = NoPlugin()
+    except ServerStartError as exc:
+        from conftest import _unavailable
+        _unavailable("MariaDB", exc)
+    if server.flavor != "mariadb":
+        pytest.skip("METADATA_LOCK_INFO is MariaDB's")  # MySQL has performance_schema.metadata_locks
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_mariadb_without_metadata_lock_info_says_so(mariadb_without_mdl_info):
+    kw = mariadb_without_mdl_info.connect_kwargs()
+    setup = pymysql.connect(**kw, autocommit=True)
+    setup.cursor().execute("CREATE DATABASE IF NOT EXISTS d")
+    setup.cursor().execute("CREATE TABLE d.accounts (id int PRIMARY KEY) ENGINE=InnoDB")
+    clients = Clients(lambda: pymysql.connect(**kw, autocommit=True))
+    holder, alter, reader = clients.open(), clients.open(), clients.open()
+    conn = mysql_reader.connect(kw)
+    try:
+        holder.cursor().execute("BEGIN")
+        holder.cursor().execute("SELECT * FROM d.accounts")
+        clients.start(alter, "ALTER TABLE d.accounts ADD COLUMN note text")
+        _until(lambda: mysql_reader.read(conn), lambda s: s.waits_of(alter.thread_id()))
+        clients.start(reader, "SELECT * FROM d.accounts")
+        snap = _until(lambda: mysql_reader.read(conn), lambda s: s.waits_of(reader.thread_id()))
+        assert any("METADATA_LOCK_INFO plugin is not loaded" in n for n in snap.notes)
+        assert [w.blocker for w in snap.waits_of(alter.thread_id())] == [None]  # the server does not say who
+        assert [(w.blocker, w.queued) for w in snap.waits_of(reader.thread_id())] == [(alter.thread_id(), True)]
+        text = "\n".join(lines(snap))
+        assert "note: MariaDB names no metadata-lock holder here" in text
+        assert "waits for an unnamed holder: metadata lock on d.accounts" in text
+        # the reader is drawn under the ALTER it is queued behind
+        at = text.index("waits for an unnamed holder")
+        assert f"└── thread {reader.thread_id()}" in text[at:], text
+        assert snapshot_dict(snap)["waits"][0]["blocker"] in (None, alter.thread_id())
+    finally:
+        conn.close()
+        holder.cursor().execute("ROLLBACK")
+        clients.close(lambda c: None)
+        setup.cursor().execute("DROP DATABASE d")
+        setup.close()

@@ -79,7 +79,10 @@ def lines(snap: Snapshot) -> list[str]:
         out.append(client_line(snap.client(top), snap.label(top)))
         shown.add(top)
         draw(top, "", (top,))
-    for w in [w for w in snap.waits if w.blocker is None]:
+    for w in [w for w in snap.waits if w.blocker is None]:  # the server does not say who holds it
         out.append(f"{client_line(snap.client(w.waiter), snap.label(w.waiter))}")
         out.append(f"      waits for an unnamed holder: {w.words or w.lock}")
+        if w.waiter not in shown:
+            shown.add(w.waiter)
+            draw(w.waiter, "", (w.waiter,))
     return out
