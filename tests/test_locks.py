@@ -505,3 +505,29 @@ def test_mariadb_without_metadata_lock_info_says_so(mariadb_without_mdl_info):
         clients.close(lambda c: None)
         setup.cursor().execute("DROP DATABASE d")
         setup.close()
+
+
+def test_pg_prepared_transaction_as_a_holder(pg_server, pg_schema, pg_clients):
+    """A prepared transaction holds locks without a session: pg_blocking_pids says pid 0."""
+    t = f"{pg_schema}.accounts"
+    gid = f"locks_{uuid.uuid4().hex[:8]}"
+    prep, waiter = pg_clients.open(), pg_clients.open()
+    prep.execute("BEGIN")
+    prep.execute(f"UPDATE {t} SET balance = 0 WHERE id = 1")
+    prep.execute(f"PREPARE TRANSACTION '{gid}'")
+    try:
+        pg_clients.start(waiter, f"UPDATE {t} SET balance = 1 WHERE id = 1")
+        conn, read = _pg_read(pg_server)
+        try:
+            snap = _until(read, lambda s: s.waits_of(waiter.info.backend_pid))
+        finally:
+            conn.close()
+        wait, = snap.waits_of(waiter.info.backend_pid)
+        assert wait.blocker == 0 and snap.label(0) == "a prepared transaction"
+        assert wait.lock == f"row {t} (0,1), held by a prepared transaction"
+        assert "waits until it is finished by COMMIT PREPARED or ROLLBACK PREPARED" in wait.words
+        text = lines(snap)
+        assert text[1].startswith("a prepared transaction  prepared: holds its locks until COMMIT PREPARED")
+    finally:
+        with psycopg.connect(pg_server.conninfo, autocommit=True) as c:
+            c.execute(f"ROLLBACK PREPARED '{gid}'")

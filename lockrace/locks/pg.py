@@ -79,6 +79,9 @@ def read(conn: psycopg.Connection, where: str = "") -> Snapshot:
               if conn.info.server_version >= 140000 else "NULL::float8")
     sql = _WAITS.format(waited=waited, rel_w=_REL.format(a="w"), rel_t=_REL.format(a="t"), same_q=_SAME.format(a="q", b="w"), same_h=_SAME.format(a="h", b="w"))
     rows = conn.execute(sql).fetchall()
+    if any(r[1] == 0 for r in rows):  # pg_blocking_pids names a prepared transaction's locks by pid 0
+        clients[0] = Client(0, state="prepared: holds its locks until COMMIT PREPARED or ROLLBACK PREPARED",
+                            name="a prepared transaction", kind="prepared")
     snap.clients = list(clients.values())
     involved = set()
     for (pid, blocker, locktype, mode, rel, page, tup, xid, vxid, classid, objid, objsubid, waited_ms,
@@ -103,6 +106,10 @@ def _lock_words(locktype, mode, rel, page, tup, xid, vxid, classid, objid, objsu
     """(the object, the whole wait in words)."""
     holds = f"holds {words.plural_modes(held)}" if held else "holds it"
     how = f"queued behind {who}'s pending request" if queued else f"waits for {who}, which {holds}"
+    if locktype == "transactionid" and who == "a prepared transaction":
+        lock = f"row {trel} ({tpage},{ttup}), held by a prepared transaction" if trel else f"transaction {xid}, prepared"
+        return lock, (f"{lock}: ShareLock on transaction {xid}: waits until it is finished by COMMIT PREPARED or "
+                      "ROLLBACK PREPARED (no session holds it; it outlives its connection)")
     if locktype == "transactionid" and trel:
         lock = f"row {trel} ({tpage},{ttup}), held through {who}'s transaction"
         return lock, f"{lock}: ShareLock on transaction {xid}: {words.row_wait(who)}"
