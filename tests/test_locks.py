@@ -531,3 +531,38 @@ def test_pg_prepared_transaction_as_a_holder(pg_server, pg_schema, pg_clients):
     finally:
         with psycopg.connect(pg_server.conninfo, autocommit=True) as c:
             c.execute(f"ROLLBACK PREPARED '{gid}'")
+
+
+def test_standby_reader_blocked_by_replay(pg_standby_pair):
+    """On a hot standby the holder of a replayed lock is the startup process, named so."""
+    from lockrace.core.events import REPLAY_PROCESS
+    from lockrace.servers.pg_standby import wait_replayed
+
+    pair = pg_standby_pair
+    primary, standby = pair.primary_conninfo(), pair.standby_conninfo()
+    name = f"locks_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(primary, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {name} (id int)")
+    wait_replayed(primary, standby)
+    holder = psycopg.connect(primary, autocommit=True)
+    clients = Clients(lambda: psycopg.connect(standby, autocommit=True))
+    reader = clients.open()
+    try:
+        holder.execute("BEGIN")
+        holder.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")
+        wait_replayed(primary, standby)
+        clients.start(reader, f"SELECT * FROM {name}")
+        conn = pg_reader.connect(standby)
+        try:
+            snap = _until(lambda: pg_reader.read(conn, "standby"), lambda s: s.waits_of(reader.info.backend_pid))
+        finally:
+            conn.close()
+        wait, = snap.waits_of(reader.info.backend_pid)
+        assert snap.label(wait.blocker) == REPLAY_PROCESS
+        assert any(line.startswith(REPLAY_PROCESS) for line in lines(snap))
+        assert f"waits for {REPLAY_PROCESS}, which holds ACCESS EXCLUSIVE" in wait.words
+    finally:
+        holder.execute("ROLLBACK")
+        clients.close(lambda c: None)
+        holder.execute(f"DROP TABLE {name}")
+        holder.close()

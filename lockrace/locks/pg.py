@@ -12,6 +12,7 @@ import re
 
 import psycopg
 
+from ..backends.postgres import process_name
 from .model import Client, Snapshot, Wait
 from ..core import lockwords as words
 
@@ -72,9 +73,10 @@ def read(conn: psycopg.Connection, where: str = "") -> Snapshot:
     clients = {}
     for pid, user, app, state, btype, query, xact_ms, wait_ms in conn.execute(_CLIENTS).fetchall():
         m = _LOCKRACE_APP.match(app)
+        process = btype != "client backend"
         clients[pid] = Client(pid, user, app, state or btype, " ".join(query.split()), wait_ms, xact_ms,
-                              name=m.group(1) if m else "",
-                              kind="client" if btype == "client backend" else btype)
+                              name=m.group(1) if m else process_name(pid, btype) if process else "",
+                              kind="process" if process else "client")
     waited = ("extract(epoch FROM clock_timestamp() - w.waitstart)::float8 * 1000"
               if conn.info.server_version >= 140000 else "NULL::float8")
     sql = _WAITS.format(waited=waited, rel_w=_REL.format(a="w"), rel_t=_REL.format(a="t"), same_q=_SAME.format(a="q", b="w"), same_h=_SAME.format(a="h", b="w"))
@@ -96,7 +98,8 @@ def read(conn: psycopg.Connection, where: str = "") -> Snapshot:
         snap.waits.append(Wait(pid, blocker, lock, mode or "", waited_ms if waited_ms is not None else
                                (waiter.waiting_ms if waiter else None), bool(queued), held or "", words_,
                                locktype or ""))
-    # every client backend; server processes only when they take part in a wait
+    # every client backend; server processes (the startup process replaying WAL on a hot
+    # standby, autovacuum, ...) only when they take part in a wait
     snap.clients = [c for c in clients.values() if c.kind == "client" or c.ident in involved]
     return snap
 

@@ -22,7 +22,7 @@ def seconds(ms: float | None) -> str:
 def client_line(c: Client | None, label: str) -> str:
     if c is None:
         return label
-    parts = [c.label if not c.name or c.kind == "prepared" else f"{c.name} ({c.default_label})"]
+    parts = [c.label if not c.name or c.kind in ("prepared", "process") else f"{c.name} ({c.default_label})"]
     parts += [p for p in (c.user, c.application, c.state) if p]
     if c.waiting_ms is not None:
         parts.append(f"waiting {seconds(c.waiting_ms)}")
