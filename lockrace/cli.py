@@ -44,6 +44,8 @@ examples:
   lockrace run my.spec --expected my.out    a PostgreSQL isolation spec
   lockrace list --json
   lockrace bench --engine postgres --runs 30
+  lockrace locks --pg postgresql://postgres@127.0.0.1:5432/postgres --watch
+                                            every client's lock waits on a server, live
 
 exit status: 0 every expectation held, 1 an expectation failed,
 2 unusable input (bad file, unreachable server, bad arguments),
@@ -131,6 +133,31 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: time starting and stopping a private cluster (--runs times, default 3)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _server_flags(bench)
+
+    locks = sub.add_parser(
+        "locks", help="who waits for whom on a whole server, read-only",
+        description="The wait-for forest of a whole server: every client session, each waiter under what blocks "
+                    "it (a holder, or a waiter whose pending request is ahead of it in the queue), on what lock, "
+                    "for how long.  Read-only: lockrace's own queries are bounded and lock nothing of anyone's.  "
+                    "Without --pg / --mysql / --galera / --standby it reads the private servers lockrace runs now "
+                    "(the app or 'lockrace run' in another terminal); --engine picks which kind.",
+        epilog="exit status: 0 read, 2 no server to read or it could not be read.",
+    )
+    locks.add_argument("--engine", choices=ENGINE_CHOICES,
+                       help="without a DSN: read lockrace's running private server(s) of this engine (default: all)")
+    locks.add_argument("--watch", action="store_true", help="read again every --interval seconds and redraw in place")
+    locks.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
+                       help="with --watch: seconds between reads (default 1)")
+    locks.add_argument("--json", action="store_true",
+                       help='JSON: {"waits": [{"waiter", "blocker", "lock", "mode", "waiting_ms", ...}], '
+                            '"sessions": [...]} (several servers: a list; --watch: one per line)')
+    locks.add_argument("--pg", metavar="DSN", help="the PostgreSQL server to read (env LOCKRACE_PG_DSN with --engine postgres)")
+    locks.add_argument("--mysql", metavar="DSN", help="the MariaDB/MySQL server to read "
+                       "(mysql://user:password@host:port; env LOCKRACE_MYSQL_DSN with --engine mysql)")
+    locks.add_argument("--galera", metavar="DSN1,DSN2", help="every node of a Galera cluster, each read on its own "
+                       "(env LOCKRACE_GALERA_DSNS with --engine galera)")
+    locks.add_argument("--standby", metavar="DSN1,DSN2", help="a PostgreSQL primary and its hot standby, each read "
+                       "on its own (env LOCKRACE_STANDBY_DSNS with --engine postgres-standby)")
     return parser
 
 
@@ -147,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list(args)
         if args.command == "run":
             return _run_headless(args)
+        if args.command == "locks":
+            from .locks.cli import cmd_locks
+
+            return cmd_locks(args)
         if args.command == "bench" and args.runs is None:
             args.runs = 3 if args.cluster else 30
         if args.command == "bench" and args.cluster:

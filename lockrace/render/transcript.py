@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.events import LockInfo, StatementResult
+from ..core.lockwords import wait_words
 from ..engine.scheduler import Entry, RunReport
 from ..engine.verify import StepRecord, check
 from ..scenario.model import Scenario
@@ -108,6 +109,13 @@ def annotation(res: StatementResult, *, was_blocked: bool, blockers, always: boo
     return "-- " + "; ".join(notes) if notes else ""
 
 
+def explained_lines(res: StatementResult) -> list[str]:
+    """lockrace's plain words after the note: a deadlock's cycle as the server told it
+    (sessions by name, then ``cycle: A → B → A``), a COMMIT that rolled back, NOWAIT
+    behind a table lock (``StatementResult.explained``)."""
+    return [f"-- {line}" for line in res.explained]
+
+
 def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if entry.kind == "note":
         return [f"-- {line}" if line else "--" for line in entry.text.splitlines()]
@@ -122,7 +130,8 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if entry.kind == "blocked":
         lock = f" on {entry.lock.describe()}" if entry.lock else ""
         who = names_text(entry.blockers)
-        return [f"-- {rec.step.session} is blocked by {who}{lock}"]
+        meaning = wait_words(entry.lock, list(entry.blockers))  # a row wait, a row's queue: in plain words
+        return [f"-- {rec.step.session} is blocked by {who}{lock}{f': {meaning}' if meaning else ''}"]
     if entry.kind == "problem":
         return [f"-- problem: {entry.text}"]
     # finish
@@ -135,6 +144,7 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     note = annotation(res, was_blocked=rec.was_blocked, blockers=rec.blockers)
     if note:
         lines.append(note)
+    lines.extend(explained_lines(res))
     if rec.problem:
         lines.append(f"-- problem: {rec.problem}")
     return lines
