@@ -46,6 +46,7 @@ examples:
   lockrace bench --engine postgres --runs 30
   lockrace locks --pg postgresql://postgres@127.0.0.1:5432/postgres --watch
                                             every client's lock waits on a server, live
+  lockrace rehearse add_column.sql --hold-ms 2000   a migration against live traffic, per lock policy
 
 exit status: 0 every expectation held, 1 an expectation failed,
 2 unusable input (bad file, unreachable server, bad arguments),
@@ -158,7 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
                        "(env LOCKRACE_GALERA_DSNS with --engine galera)")
     locks.add_argument("--standby", metavar="DSN1,DSN2", help="a PostgreSQL primary and its hot standby, each read "
                        "on its own (env LOCKRACE_STANDBY_DSNS with --engine postgres-standby)")
+    from .rehearse.cli import add_parser as add_rehearse
+
+    add_rehearse(sub, _rehearse_server_flags, _seconds)
     return parser
+
+
+def _rehearse_server_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
+                   "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
+    p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
+                   "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; env LOCKRACE_MYSQL_DSN)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             from .locks.cli import cmd_locks
 
             return cmd_locks(args)
+        if args.command == "rehearse":
+            from .rehearse.cli import cmd_rehearse
+
+            return cmd_rehearse(args)
         if args.command == "bench" and args.runs is None:
             args.runs = 3 if args.cluster else 30
         if args.command == "bench" and args.cluster:
