@@ -95,7 +95,11 @@ class Policy:
                 core += " and retries"
             elif self.attempts > 1:
                 core += f" and up to {self.attempts} attempts"
-        return f"{core}, {variant}" if variant else core
+        if not variant:
+            return core
+        if self.budget_ms is None and self.preset is None:
+            return f"with {variant} and no lock budget"
+        return f"with {variant}, {core[len('with '):] if core.startswith('with ') else core}"
 
 
 # The documented defaults of the tools, as facts:
@@ -189,7 +193,8 @@ def parse_policy(text: str, engine: str) -> Policy:
                 raise PolicyError(f"{part}: the number of attempts must be a whole number of at least 1")
             attempts = int(value)
         else:
-            raise PolicyError(f"unknown policy part {part!r} in {name!r} (known: none, lock_timeout=100ms, "
+            where = f"unknown policy {part!r}" if part == name else f"unknown policy part {part!r} in {name!r}"
+            raise PolicyError(f"{where} (known: none, lock_timeout=100ms, "
                               "lock_wait_timeout=1, retry, retry=N, concurrently, instant, strong_migrations, pgroll)")
     if preset is not None:
         if budget is not None or attempts != 1:

@@ -24,13 +24,6 @@ def seconds(ms: float) -> str:
     return f"{fmt_ms(ms)} ms"
 
 
-def landed_on(r: PolicyResult) -> int | None:
-    for a in r.migration.attempts:
-        if a.outcome == "landed":
-            return a.number if len(r.statements) == 1 or r.migration.outcome == "done" else None
-    return None
-
-
 def table(results: list[PolicyResult], title: str) -> Table:
     t = Table(title=title, title_justify="left")
     t.add_column("policy", no_wrap=True)
@@ -111,7 +104,7 @@ def verdict(r: PolicyResult, engine: str) -> str:
         waited = f"bystanders waited up to {seconds(w.max_ms)}"
     else:
         waited = f"no bystander waited more than {seconds(w.max_ms)}"
-    if r.remaining_ms is not None and r.queue.queued and w.max_ms >= 0.5 * r.remaining_ms:
+    if r.remaining_ms is not None and r.queue.queued and w.max_ms >= 0.8 * r.remaining_ms:
         waited += f" behind the migration (the long transaction had {seconds(r.remaining_ms)} left when it started)"
     elif r.queue.queued:
         waited += f" ({r.queue.queued} statements queued behind its attempts)"
