@@ -77,13 +77,13 @@ class MyConn:
         self._err = pymysql.MySQLError
         self.conn = backend._connect_sync(backend.sandbox, role="session")
         self.ident = self.conn.thread_id()
-        self.cur = self.conn.cursor()
 
     def run(self, sql: str) -> Failure | None:
+        conn = self.conn
         try:
-            self.cur.execute(sql)
-            while self.cur.nextset():
-                pass
+            conn.query(sql)  # reads the whole answer (rows included)
+            while getattr(conn._result, "has_next", False):  # more results of a multi-statement string
+                conn.next_result()
             return None
         except self._err as exc:
             args = getattr(exc, "args", ())
