@@ -324,13 +324,15 @@ def _show(results, prep: Prepared, args, backend, origin: str, alone_ms: float, 
     from rich.console import Console
 
     from .report import chart, table, verdict
+    from .stats import QUEUE_MS
 
     if not out.is_terminal:
         out = Console(width=160)
     hold = f"a long transaction holding {prep.table} for {args.hold_ms} ms" if args.hold_ms else "no long transaction"
-    title = (f"Rehearsal of {prep.path} on {backend.server_name} ({origin}): {args.clients} clients, {hold}; "
-             f"alone the migration takes {_short(alone_ms)}")
-    out.print(table(results, title))
+    title = f"Rehearsal of {prep.path} on {backend.server_name} ({origin})"
+    caption = (f"{args.clients} bystander clients; {hold}; alone (no traffic) the migration takes {_short(alone_ms)}; "
+               f"waits measured around every statement, the queue counted from {QUEUE_MS:g} ms")
+    out.print(table(results, title, caption))
     print()
     for line in chart(results):
         print(line)

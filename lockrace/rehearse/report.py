@@ -24,8 +24,8 @@ def seconds(ms: float) -> str:
     return f"{fmt_ms(ms)} ms"
 
 
-def table(results: list[PolicyResult], title: str) -> Table:
-    t = Table(title=title, title_justify="left")
+def table(results: list[PolicyResult], title: str, caption: str = "") -> Table:
+    t = Table(title=title, title_justify="left", caption=caption or None, caption_justify="left")
     t.add_column("policy", no_wrap=True)
     t.add_column("migration", no_wrap=True)
     t.add_column("attempts", justify="right")
@@ -35,18 +35,19 @@ def table(results: list[PolicyResult], title: str) -> Table:
     t.add_column("p50", justify="right", no_wrap=True)
     t.add_column("p99", justify="right", no_wrap=True)
     t.add_column("max wait", justify="right", no_wrap=True)
+    t.add_column("max behind migration", justify="right", no_wrap=True)
     t.add_column("queue formed → drained", no_wrap=True)
     for r in results:
         m, w, q = r.migration, r.waits, r.queue
         outcome = Text(m.outcome, style="green" if m.outcome == "done" else "bold red")
         if q.queued and m.start_ns is not None:
             window = f"+{seconds((q.formed_ns - m.start_ns) / 1e6)} → +{seconds((q.drained_ns - m.start_ns) / 1e6)}"
-            window += f" ({q.queued})"
         else:
             window = "no queue"
         t.add_row(r.policy.name, outcome, str(len(m.attempts)), seconds(m.ms), str(w.statements),
                   Text(str(w.errors), style="bold red" if w.errors else ""),
-                  f"{fmt_ms(w.p50_ms)} ms", f"{fmt_ms(w.p99_ms)} ms", seconds(w.max_ms), window)
+                  f"{fmt_ms(w.p50_ms)} ms", f"{fmt_ms(w.p99_ms)} ms", seconds(w.max_ms),
+                  seconds(q.during_max_ms) if m.attempts else "", window)
     return t
 
 
@@ -91,23 +92,26 @@ def chart(results: list[PolicyResult], columns: int = CHART_COLUMNS) -> list[str
         for a in r.migration.attempts:
             marks[col(a.end_ns)] = {"landed": "✓", "lock_timeout": "x"}.get(a.outcome, "!")
         lines.append(f"{'':<{width}}  {''.join(marks)}")
-    lines.append(f"{'':<{width}}  ░ the long transaction holds the table   ─ a migration attempt waits or runs   "
-                 "x its budget ran out   ✓ landed   ! failed")
+    lines.append(f"{'':<{width}}  ░ long transaction  ─ migration attempt  x budget ran out  ✓ landed  ! failed")
     return lines
 
 
 def verdict(r: PolicyResult, engine: str) -> str:
-    m, w = r.migration, r.waits
+    m, w, q = r.migration, r.waits, r.queue
     how = r.policy.describe(engine)
     how = how[0].upper() + how[1:]
-    if w.max_ms >= 1000 or w.max_ms >= 10 * max(w.p50_ms, 0.1):
-        waited = f"bystanders waited up to {seconds(w.max_ms)}"
+    behind = q.during_max_ms
+    if q.queued:
+        waited = f"bystanders waited up to {seconds(behind)} behind the migration"
+        if r.remaining_ms is not None and behind >= 0.8 * r.remaining_ms:
+            waited += f" (the long transaction had {seconds(r.remaining_ms)} left when it started)"
+        else:
+            waited += f" ({q.queued} statement{'s' if q.queued != 1 else ''} queued behind its attempts)"
     else:
-        waited = f"no bystander waited more than {seconds(w.max_ms)}"
-    if r.remaining_ms is not None and r.queue.queued and w.max_ms >= 0.8 * r.remaining_ms:
-        waited += f" behind the migration (the long transaction had {seconds(r.remaining_ms)} left when it started)"
-    elif r.queue.queued:
-        waited += f" ({r.queue.queued} statements queued behind its attempts)"
+        waited = f"no bystander queued behind the migration (none waited more than {seconds(behind)} while it ran)"
+    elsewhere = ""
+    if w.max_ms > max(behind * 1.5, behind + 50):
+        elsewhere = f"; the longest bystander wait ({seconds(w.max_ms)}) came at another time, not behind the migration"
     n = len(m.attempts)
     if m.outcome == "done":
         landed = f"the migration landed on attempt {n} after {seconds(m.ms)}" if n > 1 else \
@@ -117,4 +121,4 @@ def verdict(r: PolicyResult, engine: str) -> str:
     else:
         landed = f"the migration failed after {n} attempt{'s' if n != 1 else ''} ({seconds(m.ms)}): {m.reason}"
     errors = f"; {w.errors} bystander statements failed" if w.errors else ""
-    return f"{how}, {waited}, and {landed}{errors}."
+    return f"{how}, {waited}, and {landed}{errors}{elsewhere}."

@@ -40,6 +40,7 @@ class Queue:
     queued: int  # statements that waited behind an attempt
     formed_ns: int | None  # since the rehearsal's origin: the first such statement's start
     drained_ns: int | None  # ... the last such statement's answer
+    during_max_ms: float = 0.0  # the longest wait of a statement that started while an attempt was on
 
 
 def queue(starts_ns, waits_ns, attempts, threshold_ms: float = QUEUE_MS) -> Queue:
@@ -48,17 +49,18 @@ def queue(starts_ns, waits_ns, attempts, threshold_ms: float = QUEUE_MS) -> Queu
         return Queue(0, None, None)
     limit = threshold_ms * 1e6
     lo, hi = windows[0][0], windows[-1][1]
-    count, formed, drained = 0, None, None
+    count, formed, drained, during = 0, None, None, 0
     for s, w in zip(starts_ns, waits_ns):
-        if w <= limit or s < lo or s > hi:
+        if s < lo or s > hi or not any(a <= s <= b for a, b in windows):
             continue
-        if not any(a <= s <= b for a, b in windows):
+        during = max(during, w)
+        if w <= limit:
             continue
         count += 1
         formed = s if formed is None or s < formed else formed
         end = s + w
         drained = end if drained is None or end > drained else drained
-    return Queue(count, formed, drained)
+    return Queue(count, formed, drained, during / 1e6)
 
 
 def in_progress(starts_ns, waits_ns, t0_ns: int, bucket_ns: int, columns: int) -> list[float | None]:
