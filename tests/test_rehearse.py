@@ -20,7 +20,7 @@ import time
 import uuid
 
 import pytest
-from faults.cli import REPO, LiveRun, lockrace_env
+from faults.cli import REPO, LiveRun, lockrace_env, processes_mentioning, server_tmp  # noqa: F401
 from faults.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
 
 from lockrace.rehearse.policies import (DEFAULT_ATTEMPTS, PRESETS, Backoff, PolicyError, parse_policies,
@@ -357,3 +357,59 @@ def _leftovers(engine, pg_dsn, mysql_dsn, dbname, sandbox):  # noqa: F811
         if (not left and not there) or time.monotonic() > deadline:
             return left, bool(there)
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_ctrl_c_on_a_private_server_stops_it_and_leaves_no_trace(engine, tmp_path, server_tmp):  # noqa: F811
+    """Interrupted while the migration waits on lockrace's own server: the server is
+    stopped, its temp dir removed, no process of it left, one line said."""
+    migration = tmp_path / "m.sql"
+    migration.write_text(ADD_COLUMN + ";\n")
+    live = LiveRun(["rehearse", str(migration), "--engine", engine, "--policies", "none", "--hold-ms", "30000",
+                    "--duration", "30", "--clients", "2"], lockrace_env(server_tmp))
+    try:
+        deadline = time.monotonic() + 40
+        while not _private_migration_waits(engine, server_tmp):
+            assert live.proc.poll() is None, live.stderr
+            assert time.monotonic() < deadline, "the migration never waited for the long transaction"
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        live.proc.send_signal(signal.SIGINT)
+        code = live.finish(15)
+        took = time.monotonic() - t0
+    finally:
+        live.kill()
+    assert code == 130 and took < 2.0, (code, took, live.stderr)
+    assert live.stderr.strip().splitlines() == ["lockrace: interrupted; statements cancelled, servers stopped"]
+    assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
+    assert processes_mentioning(str(server_tmp)) == []
+
+
+def _private_migration_waits(engine: str, tmp) -> bool:
+    """Asked on the private server itself, through its socket in the run's TMPDIR."""
+    import psycopg
+    import pymysql
+
+    sockets = [p for p in tmp.rglob("*") if p.is_socket()]
+    try:
+        if engine == "postgres":
+            pg = [p for p in sockets if p.name.startswith(".s.PGSQL.")]
+            if not pg:
+                return False
+            with psycopg.connect(host=str(pg[0].parent), port=int(pg[0].name.rsplit(".", 1)[1]), user="postgres",
+                                 dbname="postgres", autocommit=True, connect_timeout=2) as conn:
+                return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                    " AND application_name LIKE '%rehearse-migration'").fetchone()[0] > 0
+        my = [p for p in sockets if not p.name.startswith(".s.PGSQL.")]
+        if not my:
+            return False
+        conn = pymysql.connect(unix_socket=str(my[0]), user="root", password="", connect_timeout=2)
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'ALTER TABLE%'"
+                        " AND STATE LIKE 'Waiting for table metadata lock%'")
+            return cur.fetchone()[0] > 0
+        finally:
+            conn.close()
+    except Exception:  # still starting, or a socket of another kind
+        return False

@@ -17,6 +17,7 @@ comes back with an error as soon as its backend is ended).
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 
 LOCK_TIMEOUT_CODES = {"55P03", "1205"}  # PostgreSQL lock_not_available; MySQL ER_LOCK_WAIT_TIMEOUT
@@ -111,6 +112,7 @@ class Control:
 
     def __init__(self, backend):
         self.engine = backend.engine
+        self._lock = threading.Lock()  # stop() may come from two threads at once; a driver connection is not shared
         if self.engine == "postgres":
             self.conn = backend._connect_blocking("rehearse-control", search_path=False)
         else:
@@ -120,7 +122,7 @@ class Control:
         """End these backends / connection threads (their statements come back at once)."""
         if not idents:
             return
-        with contextlib.suppress(Exception):
+        with self._lock, contextlib.suppress(Exception):
             if self.engine == "postgres":
                 self.conn.execute("SELECT pg_terminate_backend(p) FROM unnest(%s::int[]) AS p", [idents])
             else:
@@ -129,20 +131,6 @@ class Control:
                     with contextlib.suppress(Exception):
                         cur.execute(f"KILL {int(ident)}")
 
-    def gone(self, idents: list[int]) -> bool:
-        """Whether none of these backends is on the server any more."""
-        try:
-            if self.engine == "postgres":
-                row = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [idents]).fetchone()
-            else:
-                cur = self.conn.cursor()
-                marks = ", ".join(str(int(i)) for i in idents) or "0"
-                cur.execute(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({marks})")
-                row = cur.fetchone()
-            return int(row[0]) == 0
-        except Exception:
-            return False
-
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with self._lock, contextlib.suppress(Exception):
             self.conn.close()

@@ -91,7 +91,7 @@ class Rehearsal:
     def planned_s(self) -> float:
         """How long it is planned to take (the progress bar's total)."""
         p = self.plan
-        return LEAD_S + (p.hold_ms / 1000 and GAP_S) + p.duration_s
+        return LEAD_S + (GAP_S if p.hold_ms > 0 else 0.0) + p.duration_s
 
     def stop(self) -> None:
         """End it now, from any thread: the server ends every connection of the rehearsal."""
