@@ -26,7 +26,7 @@ from .workload import Bystander, LongTransaction
 LEAD_S = 0.5  # traffic before the long transaction starts (the unhindered baseline)
 GAP_S = 0.1  # from the long transaction holding its lock to the migration's start
 TAIL_S = 0.5  # traffic after the migration ended (the queue drains)
-SAFETY_S = 120.0  # a rehearsal that has not ended this long after --duration is stopped
+SAFETY_S = 120.0  # a migration still on the server this long after the hold and --duration are over is ended
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,7 @@ class Rehearsal:
         self.phase = "connecting"
         self.result: PolicyResult | None = None
         self.error: BaseException | None = None
+        self.cut_off = False  # the migration ran past SAFETY_S and was ended
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ from other threads
@@ -103,6 +104,11 @@ class Rehearsal:
             control.end(idents)
 
     # ------------------------------------------------------------ the rehearsal's own thread
+
+    def _cut_off(self, conn) -> None:
+        self.cut_off = True
+        if self.control is not None:
+            self.control.end([conn.ident])
 
     def _open(self, app: str):
         conn = connect(self.backend, app)
@@ -154,7 +160,17 @@ class Rehearsal:
         self.migration = MigrationRunner(mig_conn, p.engine, self.policy, self.stmts, self.origin_ns,
                                          self.stop_event, retry_until, seed)
         self.phase = "migration"
-        result = self.migration.run()
+        cut = threading.Timer(p.hold_ms / 1000 + p.duration_s + SAFETY_S, self._cut_off, [mig_conn])
+        cut.daemon = True
+        cut.start()
+        try:
+            result = self.migration.run()
+        finally:
+            cut.cancel()
+        if self.cut_off:
+            result.outcome = "failed"
+            result.reason = (f"it was still running {SAFETY_S:g} s after the hold and --duration were over, and "
+                             "lockrace ended it")
         if self.stop_event.is_set():
             raise InterruptedError
         self.phase = "traffic"
