@@ -43,7 +43,7 @@ def bystanders(backend, clients: int, seconds: float) -> float:
     conns = [connect(backend, f"bench-b{i}") for i in range(clients)]
     stop = threading.Event()
     origin = time.perf_counter_ns()
-    threads = [Bystander(i, c, DEFAULT_WORKLOAD, DEFAULT_KEYS, origin, stop, seed=i) for i, c in enumerate(conns)]
+    threads = [Bystander(i, c, DEFAULT_WORKLOAD, DEFAULT_KEYS, origin, stop, rng=i) for i, c in enumerate(conns)]
     for t in threads:
         t.start()
     time.sleep(seconds)

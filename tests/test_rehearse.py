@@ -44,7 +44,7 @@ async def rehearse(backend, policy_text: str, migration: str = ADD_COLUMN, hold_
     await backend.reset_sandbox()
     await backend.run_admin(DEFAULT_SETUP[engine])
     plan = Plan(engine, clients, duration, hold_ms, DEFAULT_KEYS, DEFAULT_WORKLOAD, "accounts")
-    rehearsal = Rehearsal(backend, plan, policy, stmts, seed=7)
+    rehearsal = Rehearsal(backend, plan, policy, stmts, rng=7)
     await asyncio.to_thread(rehearsal.run)
     assert rehearsal.error is None, rehearsal.error
     r = rehearsal.result

@@ -60,7 +60,7 @@ def units(stmts: list[Statement], engine: str) -> list[tuple[list[Statement], bo
 
 class MigrationRunner:
     def __init__(self, conn, engine: str, policy: Policy, stmts: list[Statement], origin_ns: int,
-                 stop: threading.Event, retry_until_ns: int, seed: int | None = None):
+                 stop: threading.Event, retry_until_ns: int, rng: int | None = None):
         self.conn = conn
         self.engine = engine
         self.policy = policy
@@ -68,7 +68,7 @@ class MigrationRunner:
         self.origin_ns = origin_ns
         self.stop_event = stop
         self.retry_until_ns = retry_until_ns  # since the origin: no new attempt starts after this
-        self.rnd = random.Random(seed)
+        self.rnd = random.Random(rng)
         self.result = MigrationResult()
         self.attempting = False  # an attempt is on the server now (progress display)
 

@@ -64,12 +64,12 @@ class PolicyResult:
 
 
 class Rehearsal:
-    def __init__(self, backend, plan: Plan, policy: Policy, stmts: list[Statement], seed: int | None = None):
+    def __init__(self, backend, plan: Plan, policy: Policy, stmts: list[Statement], rng: int | None = None):
         self.backend = backend
         self.plan = plan
         self.policy = policy
         self.stmts = stmts
-        self.seed = seed
+        self.rng = rng
         self.stop_event = threading.Event()
         self.done = threading.Event()
         self.conns: list = []
@@ -137,9 +137,9 @@ class Rehearsal:
         mig_conn = self._open("rehearse-migration")
         stop_traffic = threading.Event()
         self.origin_ns = perf_counter_ns()
-        seed = self.seed
+        rng = self.rng
         self.bystanders = [Bystander(i, c, p.workload, p.keys, self.origin_ns, stop_traffic,
-                                     None if seed is None else seed * 1000 + i) for i, c in enumerate(clients)]
+                                     None if rng is None else rng * 1000 + i) for i, c in enumerate(clients)]
         for b in self.bystanders:
             b.start()
         self.phase = "traffic"
@@ -158,7 +158,7 @@ class Rehearsal:
         start = perf_counter_ns() - self.origin_ns
         retry_until = start + int(p.duration_s * 1e9)
         self.migration = MigrationRunner(mig_conn, p.engine, self.policy, self.stmts, self.origin_ns,
-                                         self.stop_event, retry_until, seed)
+                                         self.stop_event, retry_until, rng)
         self.phase = "migration"
         cut = threading.Timer(p.hold_ms / 1000 + p.duration_s + SAFETY_S, self._cut_off, [mig_conn])
         cut.daemon = True

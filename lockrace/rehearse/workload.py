@@ -23,14 +23,14 @@ from .sqlfile import key_parts
 
 class Bystander(threading.Thread):
     def __init__(self, index: int, conn, workload: list[str], keys: int, origin_ns: int, stop: threading.Event,
-                 seed: int | None = None):
+                 rng: int | None = None):
         super().__init__(name=f"lockrace-bystander-{index}", daemon=True)
         self.conn = conn
         self.templates = [key_parts(s) for s in workload]
         self.keys = keys
         self.origin_ns = origin_ns
         self.stop_event = stop
-        self.rnd = random.Random(seed)
+        self.rnd = random.Random(rng)
         self.starts = array("q")  # ns since the rehearsal's origin
         self.waits = array("q")  # ns the caller waited for the answer
         self.errors = 0
