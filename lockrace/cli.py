@@ -68,11 +68,13 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _server_flags(p: argparse.ArgumentParser) -> None:
+def _server_flags(p: argparse.ArgumentParser, clusters: bool = True) -> None:
     p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
                    "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
     p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
                    "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; env LOCKRACE_MYSQL_DSN)")
+    if not clusters:
+        return
     p.add_argument("--galera", metavar="DSN1,DSN2", help="an existing MariaDB Galera cluster instead of a private "
                    "2-node one: one mysql:// DSN per node, node1 first (env LOCKRACE_GALERA_DSNS)")
     p.add_argument("--standby", metavar="DSN1,DSN2", help="an existing PostgreSQL primary and hot standby instead of "
@@ -161,15 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "on its own (env LOCKRACE_STANDBY_DSNS with --engine postgres-standby)")
     from .rehearse.cli import add_parser as add_rehearse
 
-    add_rehearse(sub, _rehearse_server_flags, _seconds)
+    add_rehearse(sub, lambda p: _server_flags(p, clusters=False), _seconds)
     return parser
-
-
-def _rehearse_server_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
-                   "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
-    p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
-                   "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; env LOCKRACE_MYSQL_DSN)")
 
 
 def main(argv: list[str] | None = None) -> int:
