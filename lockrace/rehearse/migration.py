@@ -43,6 +43,7 @@ class MigrationResult:
     start_ns: int | None = None
     end_ns: int | None = None
     reason: str = ""  # why it failed, one clause
+    steps: int = 1  # units attempted one after another (statements outside a transaction)
 
     @property
     def ms(self) -> float:
@@ -78,8 +79,10 @@ class MigrationRunner:
     def run(self) -> MigrationResult:
         res = self.result
         res.start_ns = self._now()
+        plan = units(self.stmts, self.engine)
+        res.steps = len(plan)
         try:
-            for stmts, in_txn in units(self.stmts, self.engine):
+            for stmts, in_txn in plan:
                 if not self._unit(stmts, in_txn):
                     return res
             res.outcome = "done"

@@ -113,7 +113,11 @@ def verdict(r: PolicyResult, engine: str) -> str:
     if w.max_ms > max(behind * 1.5, behind + 50):
         elsewhere = f"; the longest bystander wait ({seconds(w.max_ms)}) came at another time, not behind the migration"
     n = len(m.attempts)
-    if m.outcome == "done":
+    if m.outcome == "done" and m.steps > 1:
+        landed = f"the migration's {m.steps} statements landed one by one after {n} attempts in all, {seconds(m.ms)}"
+        if r.hold_until_ns is not None and m.end_ns is not None and m.end_ns >= r.hold_until_ns:
+            landed += ", once the long transaction had ended"
+    elif m.outcome == "done":
         landed = f"the migration landed on attempt {n} after {seconds(m.ms)}" if n > 1 else \
             f"the migration landed on its first attempt after {seconds(m.ms)}"
         if r.hold_until_ns is not None and m.end_ns is not None and m.end_ns >= r.hold_until_ns and n > 1:
