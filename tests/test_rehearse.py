@@ -218,6 +218,38 @@ async def test_mariadb_metadata_lock_queue_and_lock_wait_timeout_retry(mysql_bac
         (bounded.queue, bounded.waits, plain.waits)
 
 
+async def test_mariadb_answers_are_read_to_their_end(mysql_backend):
+    """The MariaDB/MySQL bystanders read answers packet by packet: several results, an
+    error half-way, many rows and long values all end where the server ends them, and
+    the connection stays usable; a connection ended on the server reports itself lost."""
+    from lockrace.rehearse.connections import Control, connect
+
+    await mysql_backend.reset_sandbox()
+    await mysql_backend.run_admin(DEFAULT_SETUP["mysql"])
+
+    def work():
+        conn = connect(mysql_backend, "rehearse-test")
+        try:
+            said = [conn.run("SELECT 1; SELECT 2, 3; UPDATE accounts SET balance = 0 WHERE id = 1"),
+                    conn.run("SELECT 1; SELEC 2; SELECT 3"),
+                    conn.run("SELECT REPEAT('x', 1000), id FROM accounts"),
+                    conn.run("SELECT balance FROM accounts WHERE id = 1")]
+            control = Control(mysql_backend)
+            try:
+                control.end([conn.ident])
+            finally:
+                control.close()
+            said.append(conn.run("SELECT 1"))
+            return said
+        finally:
+            conn.close()
+
+    multi, error, rows, after, ended = await asyncio.to_thread(work)
+    assert multi is None and rows is None and after is None
+    assert error.code == "1064" and not error.lost and "SELEC 2" in error.message
+    assert ended is not None and ended.lost
+
+
 # ------------------------------------------------------------------ the command
 
 def test_json_is_one_object_per_policy(tmp_path, pg_server):
