@@ -289,6 +289,18 @@ def test_the_report_shows_table_chart_and_verdicts(tmp_path, mysql_server):
     assert "landed on attempt 2" in text.replace("\n", " ")
 
 
+def test_a_failed_migration_is_reported_and_exits_1(tmp_path, pg_server):
+    migration = tmp_path / "m.sql"
+    migration.write_text(ADD_COLUMN + ";\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "lockrace", "rehearse", str(migration), "--json", "--pg", pg_server.conninfo,
+         "--policies", "lock_timeout=50ms+retry=2", "--hold-ms", "1500", "--duration", "1", "--clients", "2"],
+        cwd=REPO, env=lockrace_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    (policy,) = json.loads(out.stdout)["policies"]
+    assert policy["migration"]["outcome"] == "failed" and policy["migration"]["attempts"] == 2
+
+
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
 def test_bad_sql_exits_2_with_one_sentence(engine, tmp_path, pg_server, mysql_server):
     migration = tmp_path / "m.sql"
