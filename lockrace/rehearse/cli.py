@@ -165,6 +165,7 @@ def _progress(console):
 async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
     from rich.console import Console
 
+    from ..backends.base import ConnectError
     from ..core.serverwide import refuse_server_wide, server_wide
     from ..servers.pool import ServerPool, ServerUnavailable
 
@@ -197,12 +198,7 @@ async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
                         return EXIT_UNUSABLE
             backend.admin_timeout = ADMIN_TIMEOUT_S
             progress.update(task, description=f"{backend.server_name}: checking the migration alone")
-            try:
-                runs, alone_ms, notes = await _check(backend, prep)
-            except RehearseError as exc:
-                progress.stop()
-                print(f"lockrace rehearse: {exc}", file=sys.stderr)
-                return EXIT_UNUSABLE
+            runs, alone_ms, notes = await _check(backend, prep)
             progress.update(task, total=1, completed=1, description=f"{backend.server_name} "
                             f"({servers.origin(engine)}): the migration alone takes {_short(alone_ms)}")
             results = []
@@ -222,15 +218,21 @@ async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
             await asyncio.to_thread(rehearsal.stop)
             await asyncio.to_thread(rehearsal.done.wait, 0.4)
         return EXIT_INTERRUPTED
-    except _Unusable as exc:
+    except (RehearseError, ConnectError) as exc:  # after the progress bar is gone
         print(f"lockrace rehearse: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    except _driver_errors() as exc:  # the server went away between two steps
+        print(f"lockrace rehearse: the server stopped answering: {_error_text(exc)}", file=sys.stderr)
         return EXIT_UNUSABLE
     finally:
         await servers.close(quick=guard.fired)
 
 
-class _Unusable(Exception):
-    pass
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    import psycopg
+    import pymysql
+
+    return (psycopg.Error, pymysql.MySQLError, OSError)
 
 
 def _short(ms: float) -> str:
@@ -307,8 +309,8 @@ async def _one(backend, prep: Prepared, args, policy: Policy, stmts, progress, c
     if rehearsal.error is not None:
         exc = rehearsal.error
         if isinstance(exc, RehearsalError):
-            raise _Unusable(str(exc))
-        raise _Unusable(f"the rehearsal of {policy.name} could not run: {_error_text(exc)}")
+            raise RehearseError(str(exc))
+        raise RehearseError(f"the rehearsal of {policy.name} could not run: {_error_text(exc)}")
     return rehearsal.result
 
 
