@@ -311,7 +311,12 @@ async def _one(backend, prep: Prepared, args, policy: Policy, stmts, progress, c
         if isinstance(exc, RehearsalError):
             raise RehearseError(str(exc))
         raise RehearseError(f"the rehearsal of {policy.name} could not run: {_error_text(exc)}")
-    return rehearsal.result
+    result = rehearsal.result
+    if result.lost:
+        said = next(iter(result.bystander_failures), "")
+        raise RehearseError(f"the bystanders lost their connections during the rehearsal of {policy.name}"
+                            + (f" ({said})" if said else "") + "; the server went away or ended them")
+    return result
 
 
 def _error_text(exc: BaseException) -> str:

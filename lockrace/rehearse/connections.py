@@ -61,7 +61,8 @@ class PgConn:
         pq = self._pq
         code = (res.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
         text = (res.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or res.error_message or b"")
-        message = text.decode(errors="replace").strip()
+        lines = text.decode(errors="replace").strip().splitlines()
+        message = lines[0].strip() if lines else ""
         if res.status == pq.ExecStatus.FATAL_ERROR and self.pg.status != pq.ConnStatus.OK:
             return Failure(code, message, lost=True)
         if code.startswith("57P") or code.startswith("08"):  # admin shutdown / connection failure
