@@ -167,7 +167,7 @@ def test_rehearse_does_not_load_textual():
 # ------------------------------------------------------------------ on the servers
 
 async def test_pg_without_budget_the_queue_lasts_the_long_transaction(pg_backend):
-    r = await rehearse(pg_backend, "none")
+    r = await rehearse(pg_backend, "none", duration=2.5)
     left = r.remaining_ms
     assert left is not None and left > 0.8 * HOLD_MS - 200
     assert r.migration.outcome == "done" and len(r.migration.attempts) == 1
@@ -188,7 +188,8 @@ async def test_pg_lock_timeout_and_retry_keeps_waits_near_the_budget(pg_backend)
 
 
 async def test_pg_concurrently_builds_the_index_without_a_queue(pg_backend):
-    r = await rehearse(pg_backend, "concurrently", migration="CREATE INDEX accounts_balance ON accounts (balance)")
+    r = await rehearse(pg_backend, "concurrently", migration="CREATE INDEX accounts_balance ON accounts (balance)",
+                       duration=1.0)
     assert [s.text for s in r.statements] == ["CREATE INDEX CONCURRENTLY accounts_balance ON accounts (balance)"]
     assert r.migration.outcome == "done" and len(r.migration.attempts) == 1
     # the long transaction (READ COMMITTED, idle, holding ACCESS SHARE: no snapshot) is nothing
@@ -198,18 +199,18 @@ async def test_pg_concurrently_builds_the_index_without_a_queue(pg_backend):
 
 
 async def test_pg_a_policy_that_runs_out_of_attempts_is_reported_failed(pg_backend):
-    r = await rehearse(pg_backend, "lock_timeout=50ms+retry=2", duration=2.0)
+    r = await rehearse(pg_backend, "lock_timeout=50ms+retry=2", duration=1.0)
     assert r.migration.outcome == "failed" and len(r.migration.attempts) == 2
     assert "no more" in r.migration.reason
     assert all(a.outcome == "lock_timeout" for a in r.migration.attempts)
 
 
 async def test_mariadb_metadata_lock_queue_and_lock_wait_timeout_retry(mysql_backend):
-    plain = await rehearse(mysql_backend, "none")
+    plain = await rehearse(mysql_backend, "none", duration=2.5)
     left = plain.remaining_ms
     assert plain.migration.outcome == "done" and len(plain.migration.attempts) == 1
     assert 0.8 * left <= plain.waits.max_ms <= left + 500, (plain.waits, left)
-    bounded = await rehearse(mysql_backend, "lock_wait_timeout=1+retry")
+    bounded = await rehearse(mysql_backend, "lock_wait_timeout=1+retry", duration=3.0)
     attempts = bounded.migration.attempts
     assert bounded.migration.outcome == "done" and len(attempts) > 1
     assert attempts[0].outcome == "lock_timeout" and attempts[-1].end_ns >= bounded.hold_until_ns - 50_000_000
