@@ -330,7 +330,7 @@ def _error_text(exc: BaseException) -> str:
 def _show(results, prep: Prepared, args, backend, origin: str, alone_ms: float, notes: list[str], out) -> None:
     from rich.console import Console
 
-    from .report import chart, table, verdict
+    from .report import CHART_COLUMNS, chart, table, verdict
     from .stats import QUEUE_MS
 
     if not out.is_terminal:
@@ -341,7 +341,8 @@ def _show(results, prep: Prepared, args, backend, origin: str, alone_ms: float, 
                f"waits measured around every statement, the queue counted from {QUEUE_MS:g} ms")
     out.print(table(results, title, caption))
     print()
-    for line in chart(results):
+    name_width = max([8] + [len(r.policy.name) for r in results])
+    for line in chart(results, columns=max(20, min(CHART_COLUMNS, out.width - name_width - 2))):
         print(line)
     print()
     for r in results:
