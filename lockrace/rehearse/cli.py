@@ -232,7 +232,7 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
     import psycopg
     import pymysql
 
-    return (psycopg.Error, pymysql.MySQLError, OSError)
+    return (psycopg.Error, pymysql.MySQLError)  # not OSError: a closed stdout (| head) is cli.main's to end
 
 
 def _short(ms: float) -> str:
