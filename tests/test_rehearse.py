@@ -290,6 +290,27 @@ def test_the_report_shows_table_chart_and_verdicts(tmp_path, mysql_server):
     assert "landed on attempt 2" in text.replace("\n", " ")
 
 
+def test_own_setup_and_workload(tmp_path, pg_server):
+    """--setup and --workload: the bystanders run the given statements (``:id`` a key up to
+    --keys) on the given table, and the long transaction holds the table the migration changes."""
+    (tmp_path / "setup.sql").write_text(
+        "CREATE TABLE orders (id int PRIMARY KEY, state text NOT NULL);\n"
+        "INSERT INTO orders SELECT g, 'new' FROM generate_series(1, 500) AS g;\n")
+    (tmp_path / "traffic.sql").write_text(
+        "-- one statement a line\nSELECT state FROM orders WHERE id = :id;\nUPDATE orders SET state = 'paid' WHERE id = :id\n")
+    (tmp_path / "m.sql").write_text("ALTER TABLE orders ADD COLUMN paid_at timestamptz;\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "lockrace", "rehearse", str(tmp_path / "m.sql"), "--json", "--pg", pg_server.conninfo,
+         "--setup", str(tmp_path / "setup.sql"), "--workload", str(tmp_path / "traffic.sql"), "--keys", "500",
+         "--policies", "none", "--hold-ms", "800", "--duration", "1", "--clients", "2"],
+        cwd=REPO, env=lockrace_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (policy,) = json.loads(out.stdout)["policies"]
+    assert policy["bystanders"]["statements"] > 0 and policy["bystanders"]["errors"] == 0
+    assert policy["migration"]["outcome"] == "done" and policy["migration"]["ms"] >= 0.5 * 700
+    assert policy["bystanders"]["max_ms"] >= 0.5 * 700  # they queued behind it on orders
+
+
 def test_a_failed_migration_is_reported_and_exits_1(tmp_path, pg_server):
     migration = tmp_path / "m.sql"
     migration.write_text(ADD_COLUMN + ";\n")
