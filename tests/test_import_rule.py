@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
-ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks"]
+ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks", "rehearse"]
 
 
 def _modules():
@@ -35,7 +35,7 @@ def test_engine_import_does_not_load_textual():
 
     code = ("import sys, lockrace.engine.race, lockrace.engine.runner, lockrace.backends.postgres, "
             "lockrace.backends.mysql, lockrace.servers.target, lockrace.scenario.library, lockrace.render.transcript, "
-            "lockrace.locks.cli, lockrace.locks.pg, lockrace.locks.mysql; "
+            "lockrace.locks.cli, lockrace.locks.pg, lockrace.locks.mysql, lockrace.rehearse.cli; "
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent, check=True)
     assert out.stdout.strip() == "False"
