@@ -15,13 +15,14 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Grid, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from .. import exitguard
 from ..core.events import Event, ServerNote, StatementStarted
@@ -33,6 +34,7 @@ from ..scenario.library import builtins
 from ..scenario.model import Scenario
 from ..servers.target import Target
 from .help_screen import HelpScreen
+from .keys_footer import KeysFooter
 from .player import Player
 from .recorder import Recorder
 from .player import permutation_text
@@ -66,6 +68,26 @@ FREE_FORM_SETUP_MYSQL = [
     "CREATE TABLE jobs (id int PRIMARY KEY, task text NOT NULL) ENGINE=InnoDB;\n"
     "INSERT INTO jobs VALUES (1, 'send email'), (2, 'resize image'), (3, 'build report');"
 ]
+
+
+# the free-form bar's hint, in the order its parts give way on a small terminal (whole parts only)
+FREE_FORM_HINTS = [
+    "sandbox tables: accounts(id, balance) rows 1-3, jobs(id, task) rows 1-3.",
+    "Type SQL in a panel and press Enter;",
+    "F1 help;",
+    "Tab/Alt+A..D switch panels;",
+    "F9 loads a scenario;",
+    "F12 shows the locks.",
+]
+
+
+def fit_words(parts: list[str], room: int) -> str:
+    """As many of ``parts`` (in order of need) as fit in ``room`` cells, in their own order."""
+    chosen: list[str] = []
+    for part in parts:
+        if cell_len("  " + "  ".join(chosen + [part])) <= room:
+            chosen.append(part)
+    return "  " + " ".join(chosen)
 
 
 def free_form(engine: str) -> Scenario:
@@ -193,7 +215,7 @@ class LockraceApp(App[int]):
                 yield SessionPanel(name)
         with Container(id="timeline-box"):
             yield Timeline(self.timeline_model, id="timeline")
-        yield Footer()
+        yield KeysFooter()
 
     @property
     def panels(self) -> dict[str, SessionPanel]:
@@ -218,12 +240,16 @@ class LockraceApp(App[int]):
         self.open_race(self.engine, self.initial_scenario)
 
     def on_resize(self, event) -> None:
+        # this handler runs before App's own, which is where ``self.size`` becomes the new
+        # size: laid out from ``self.size`` here, each resize applied the previous one
+        self._size_seen = event.size
         self._apply_size()
+        self._show_bar()
 
     def _apply_size(self) -> None:
         """Fit the layout to the terminal: 4x1 panels from WIDE_COLUMNS, 2x2 below; on short
         terminals no header line and a one-line timeline axis; a zoomed panel alone."""
-        width, height = self.size.width, self.size.height
+        width, height = self.terminal_size
         grid = self.query_one("#panels")
         panels = getattr(self, "_panel_list", [])
         zoomed = self.zoomed if self.zoomed in self.panels else None
@@ -241,12 +267,31 @@ class LockraceApp(App[int]):
         timeline.set_compact(height < COMPACT_ROWS)
         self._timeline_title()
 
+    @property
+    def terminal_size(self) -> tuple[int, int]:
+        """The terminal's size as of the latest resize event (``self.size`` lags behind it
+        while that event is being handled)."""
+        size = getattr(self, "_size_seen", None) or self.size
+        return size.width, size.height
+
     def _timeline_title(self) -> None:
         timeline = self.timeline
-        title = "wait-budget timeline · ▬ running █ blocked ┃ budget ends"
+        legend = "▬ running █ blocked ┃ budget ends"
+        parts = ["wait-budget timeline", legend]
         if not self.query_one(Header).display and self.sub_title:  # the header's text, where it still shows
-            title = f"{self.sub_title} · ▬ running █ blocked ┃ budget"
-        timeline.set_title(title)
+            server, *rest = self.sub_title.split(" · ")
+            legend = "▬ running █ blocked ┃ budget"
+            parts = [server, legend, *rest]  # in order of need; shown in the header's order
+        # whole parts only: a title cut by the border ends mid-word
+        room = self.terminal_size[0] - 4
+        chosen = [parts[0]]
+        for part in parts[1:]:
+            if cell_len(" · ".join(chosen + [part])) <= room:
+                chosen.append(part)
+        if legend in chosen:  # the legend last, as the header's text comes first
+            chosen.remove(legend)
+            chosen.append(legend)
+        timeline.set_title(" · ".join(chosen))
 
     def watch_sub_title(self) -> None:
         if hasattr(self, "_panel_list"):
@@ -274,9 +319,10 @@ class LockraceApp(App[int]):
         player = self.player
         if player is None:
             text.append(" Free-form race ", style=themed("bold $lr-ink on $lr-steel"))
-            text.append("  sandbox tables: accounts(id, balance) rows 1-3, jobs(id, task) rows 1-3.  "
-                        "Type SQL in a panel and press Enter; Tab/Alt+A..D switch panels; "
-                        "F9 loads a scenario; F1 help.", style=themed("$lr-silver"))
+            width, height = self.terminal_size
+            lines = 2 if height < NO_HEADER_ROWS else 4
+            text.append(fit_words(FREE_FORM_HINTS, (width - 2) * lines - 18 - 2 * lines),
+                        style=themed("$lr-silver"))
         elif player.is_spec:
             self._spec_bar(text, player)
         else:

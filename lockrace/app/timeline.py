@@ -381,6 +381,10 @@ class Timeline(Widget, can_focus=True):
         self._words = ""
         self.title_text = "wait-budget timeline"
 
+    def on_resize(self, event) -> None:
+        self._drawn = None  # drawn for the old width: the axis and bars follow the new one
+        self.refresh()
+
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.model.lanes) + (1 if self.compact else 2)
 
