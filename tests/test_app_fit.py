@@ -7,9 +7,16 @@ and who waits (real sessions on the embedded PostgreSQL and a private MariaDB)."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lockrace.app.keys_footer import KeysFooter
+from lockrace.app.status import budget_words
+from lockrace.app.timeline import TimelineModel, render_timeline
+from lockrace.render.transcript import duration_words
+from lockrace.core.events import (Budget, LockInfo, StatementBlocked, StatementFinished, StatementResult,
+                                  StatementStarted)
 from textual.widgets import Header
 
 from app_helpers import badge, enter, finished, running_app, until
@@ -80,3 +87,110 @@ async def test_the_header_text_is_not_cut_mid_word(pg_server, size):
         assert bar.rstrip().endswith((".", ";")), f"the hint ends mid-sentence: {bar!r}"
         box = app.query_one("#scenario-box")
         assert box.virtual_size.height <= box.region.height, "the hint does not fit its lines"
+
+
+# ---------------------------------------------------------------- the timeline
+
+def blocked_bar(budget: Budget, waited_s: float = 5.0, now: int = 10**12) -> tuple[TimelineModel, int]:
+    model = TimelineModel(["A", "B"])
+    start = now - int(waited_s * 1e9)
+    model.apply(StatementStarted("A", start - 10**9, 1, "BEGIN", None))
+    model.apply(StatementFinished("A", start - 10**9 + 10**6, 1, "BEGIN", StatementResult("ok")))
+    model.apply(StatementStarted("B", start, 2, "ALTER TABLE accounts ADD c int", budget))
+    model.apply(StatementBlocked("B", start + 10**6, 2, ("A",), LockInfo("metadata", "", "accounts")))
+    return model, now
+
+
+@pytest.mark.parametrize("budget,words", [(Budget("lock_wait_timeout", 86400_000.0), "1 day"),
+                                          (Budget("lock_wait_timeout", 31536000_000.0), "1 year")],
+                         ids=["mariadb-1-day", "mysql-1-year"])
+@pytest.mark.parametrize("compact", [False, True], ids=["two-line-axis", "compact"])
+def test_a_budget_of_a_day_or_a_year_keeps_the_axis_readable(budget, words, compact):
+    model, now = blocked_bar(budget)
+    lines = render_timeline(model, 120, now, compact=compact).plain.splitlines()
+    lane_b = lines[1]
+    assert lane_b.count("█") >= 20, f"B's bar is gone: {lane_b!r}"
+    assert f"budget {words}, off the chart" in lane_b, lane_b
+    assert "»" in lane_b
+    axis = lines[2]
+    assert "┴┴" not in axis, axis
+    if compact:
+        labels = [part for part in axis.split("┴")[1:] if part.strip("─ ")]
+        assert labels and all(part[0] != "─" for part in labels), axis
+    else:
+        marks = [i for i, ch in enumerate(axis) if ch == "┴"]
+        below = lines[3]
+        starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", below)]
+        assert 2 <= len(marks) <= 12, axis
+        assert starts == marks[: len(starts)] and len(starts) >= len(marks) - 1, (axis, below)
+    for text in lines[2:]:
+        assert "e+" not in text and "86400" not in text, text
+
+
+def test_a_near_budget_still_draws_its_marker_on_the_chart():
+    model, now = blocked_bar(Budget("innodb_lock_wait_timeout", 50_000.0))
+    lane_b = render_timeline(model, 120, now).plain.splitlines()[1]
+    assert "┃" in lane_b and "off the chart" not in lane_b
+
+
+def test_the_step_a_scenario_is_about_stays_in_view():
+    """B waited and timed out; a later step's statement (A's COMMIT, 1.5 s on) is what
+    the learner just ran: the window after the action keeps it."""
+    model = TimelineModel(["A", "B"])
+    s = 10**12
+    model.apply(StatementStarted("A", s, 1, "UPDATE accounts SET balance = 1 WHERE id = 1", None))
+    model.apply(StatementFinished("A", s + 10**6, 1, "UPDATE", StatementResult("ok")))
+    model.apply(StatementStarted("B", s + 10**8, 2, "UPDATE accounts SET balance = 2 WHERE id = 1",
+                                 Budget("lock_timeout", 100.0)))
+    model.apply(StatementBlocked("B", s + 10**8 + 10**6, 2, ("A",), LockInfo("transactionid", "ShareLock", "accounts")))
+    model.apply(StatementFinished("B", s + 2 * 10**8, 2, "UPDATE", StatementResult("timed_out")))
+    commit = s + 17 * 10**8
+    model.apply(StatementStarted("A", commit, 3, "COMMIT", None))
+    model.apply(StatementFinished("A", commit + 10**6, 3, "COMMIT", StatementResult("ok")))
+    t0, t1 = model.follow_window(commit + 10**9)
+    assert t0 <= commit and commit + 10**6 <= t1, "A's COMMIT is out of view"
+    assert t0 <= s + 10**8, "B's wait is out of view"
+
+
+async def test_the_timeline_title_follows_the_key_just_pressed_and_shows_focus(pg_server):
+    async with running_app(size=(120, 40), targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "A", "SELECT 1;")
+        await finished(pilot, app, "A", 1)
+        app.timeline.focus()
+        await pilot.pause(0.1)
+        assert "focused" in screen_text(app), "the focused timeline does not say so"
+        await pilot.press("left")
+        await pilot.pause(0.05)
+        assert "history" in screen_text(app), "the title still says what it showed before Left"
+        await pilot.press("end")
+        await pilot.pause(0.05)
+        text = screen_text(app)
+        assert "history" not in text and "following the action" in text
+        app.query_one("#input-A").focus()
+        await pilot.pause(0.1)
+        assert "focused" not in screen_text(app)
+
+
+def test_durations_read_as_words():
+    assert [duration_words(ms) for ms in (100, 1500, 50_000, 300_000, 5_400_000, 86_400_000, 31_536_000_000)] == \
+        ["100 ms", "1.5 s", "50 s", "5 min", "1 h 30 min", "1 day", "1 year"]
+    assert budget_words(Budget("lock_wait_timeout", 86_400_000.0)) == "1 day lock_wait_timeout"
+
+
+async def test_a_metadata_lock_wait_shows_lock_wait_timeout_while_waiting(mysql_server):
+    async with running_app(size=(160, 48), engine="mysql", targets={"mysql": mysql_server}) as (app, pilot):
+        await enter(pilot, app, "A", "LOCK TABLES accounts WRITE;")
+        await finished(pilot, app, "A", 1)
+        # a plain UPDATE: it starts with innodb_lock_wait_timeout as its budget, and the server
+        # then reports it waiting for the table's metadata lock, which lock_wait_timeout bounds
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 5 WHERE id = 1;")
+        await until(pilot, lambda: badge(app, "B").startswith("BLOCKED by"), what="B blocked", timeout=15)
+        await pilot.pause(0.3)
+        line = app.panels["B"].status.wait_line()
+        assert "lock_wait_timeout" in line and "innodb" not in line, line
+        assert "1 day" in line, line
+        text = screen_text(app)
+        assert "waiting" in text and "1 day lock_wait_timeout" in text
+        assert "off the chart" in text, "the timeline says where the day-long budget is"
+        await enter(pilot, app, "A", "UNLOCK TABLES;")
+        await finished(pilot, app, "B", 1, timeout=15)
