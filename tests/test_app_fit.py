@@ -194,3 +194,44 @@ async def test_a_metadata_lock_wait_shows_lock_wait_timeout_while_waiting(mysql_
         assert "off the chart" in text, "the timeline says where the day-long budget is"
         await enter(pilot, app, "A", "UNLOCK TABLES;")
         await finished(pilot, app, "B", 1, timeout=15)
+
+
+# ---------------------------------------------------------------- lock details and titles
+
+def panel_rows(app, session: str) -> list[str]:
+    """The screen rows inside session's panel (between its borders)."""
+    region = app.panels[session].region
+    rows = screen_text(app).splitlines()[region.y + 1: region.bottom - 1]
+    return [row[region.x + 1: region.right - 1] for row in rows]
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)], ids=["80x24", "120x40", "200x60"])
+async def test_lock_details_are_whole_from_120_columns_and_keep_the_mode_at_80(
+        request, engine, size):
+    server = request.getfixturevalue("pg_server" if engine == "postgres" else "mysql_server")
+    async with running_app(size=size, engine=engine, targets={engine: server}) as (app, pilot):
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 1 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await until(pilot, lambda: badge(app, "B").startswith("BLOCKED by"), what="B blocked", timeout=15)
+        await until(pilot, lambda: app.panels["B"].status.running.lock is not None, what="B's lock")
+        await pilot.pause(0.3)
+        lock = app.panels["B"].status.running.lock
+        rows = panel_rows(app, "B")
+        inside = " ".join(r.strip() for r in rows)
+        if size[0] >= 120:
+            assert lock.describe() in inside, (lock.describe(), rows)
+            assert "…" not in inside, rows
+            lanes = render_timeline(app.timeline_model, app.timeline.content_size.width, app.timeline.clock()).plain
+            lane_b = next(line for line in lanes.splitlines() if line.startswith(" B "))
+            assert lock.describe() in lane_b, lane_b
+        assert lock.mode and lock.mode in inside, (lock.mode, rows)
+        # the title names the backend: the id pg_stat_activity / SHOW PROCESSLIST know it by
+        ident = app.race.sessions["B"].ident
+        word = "pid" if engine == "postgres" else "thread"
+        assert app.panels["B"].border_title == f"Session B · {word} {ident}"
+        assert f"{word} {ident}" in screen_text(app)
+        await enter(pilot, app, "A", "ROLLBACK;")
+        await finished(pilot, app, "B", 1, timeout=15)

@@ -22,7 +22,7 @@ from textual.widgets import Input, RichLog, Static
 
 from ..core.events import Event
 from .session_log import SessionLog
-from .status import Badge
+from .status import Badge, lock_words
 from .palette import themed
 
 
@@ -44,7 +44,7 @@ def badge_line(act: Badge | None, txn: Badge, width: int = 0) -> Text:
         room = width - 3 - cell_len(tail)  # the activity badge's two spaces and the gap
         keep = act.short or label
         if cell_len(label) > room:
-            if room > cell_len(keep):
+            if room > cell_len(keep) and act.key != "blocked":  # a lock is never shown cut: the lock line has it
                 cut = Text(label)
                 cut.truncate(room, overflow="ellipsis")
                 label = cut.plain
@@ -79,6 +79,40 @@ class WaitLine(Widget):
     def render(self) -> Text:
         self._text = self._status_of().wait_line()
         return Text(f" {self._text}", style=themed("bold $lr-amber"), no_wrap=True, overflow="ellipsis")
+
+
+class LockLine(Widget):
+    """What a blocked statement waits for, whole: 'accounts row (index PRIMARY of table
+    accounts, id=1) X,REC_NOT_GAP'.  From 120 columns it takes a second line rather than
+    cut anything; narrower, the relation gives way and the mode stays."""
+
+    DEFAULT_CSS = "LockLine { height: auto; max-height: 2; }"
+
+    def __init__(self, status_of, **kwargs):
+        super().__init__(**kwargs)
+        self._status_of = status_of
+
+    def waited_lock(self):
+        run = self._status_of().running
+        return run.lock if run is not None and run.blocked_since is not None else None
+
+    def _words(self, width: int) -> tuple[str, int]:
+        lock = self.waited_lock()
+        if lock is None:
+            return "", 1
+        whole = f" waits for {lock.describe()}"
+        if cell_len(whole) <= width:
+            return whole, 1
+        if self.app.size.width >= 120 or getattr(self.app, "terminal_size", (0, 0))[0] >= 120:
+            return whole, 2
+        return " " + lock_words(lock, width - 1), 1
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return self._words(width)[1]
+
+    def render(self) -> Text:
+        text, lines = self._words(self.size.width or 40)
+        return Text(text, style=themed("$lr-amber"), no_wrap=lines == 1, overflow="ellipsis")
 
 
 class SqlInput(Input):
@@ -154,6 +188,8 @@ class SessionPanel(Vertical):
         yield Static(self._badges(), classes="badges")
         self._wait_line = WaitLine(lambda: self.status, classes="wait-line")
         yield self._wait_line
+        self._lock_line = LockLine(lambda: self.status, classes="lock-line")
+        yield self._lock_line
         log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=16,
                       max_lines=PANEL_MAX_LINES, classes="transcript")
         log.can_focus = False
@@ -186,14 +222,30 @@ class SessionPanel(Vertical):
         line = self.query_one(".badges", Static)
         badges = self._badges(line.size.width)
         blocked = self.status.running is not None and self.status.running.blocked_since is not None
-        shown = (badges.plain, tuple(str(s.style) for s in badges.spans), blocked)
+        lock = self._lock_line.waited_lock()
+        shown = (badges.plain, tuple(str(s.style) for s in badges.spans), blocked, lock, self.status.ident)
         if shown == self._shown:
             return
         self._shown = shown
+        self._retitle()
         line.update(badges, layout=False)  # one line, always: no relayout
         if self._wait_line.display != blocked:
             self._wait_line.display = blocked
+        if self._lock_line.display != (lock is not None):
+            self._lock_line.display = lock is not None
+        self._lock_line.refresh(layout=True)
         self.set_class(blocked, "blocked")
+
+    def _retitle(self) -> None:
+        """'Session A · pid 4242' (PostgreSQL) or 'Session A · thread 17' (MariaDB/MySQL),
+        '@ node' on a cluster: the id the server's views and other tools know it by."""
+        log = self.session_log
+        title = f"Session {log.name} @ {log.node}" if log.node else f"Session {log.name}"
+        ident = self.status.ident
+        if ident:
+            title += f" · {'pid' if log.flavor == 'postgres' else 'thread'} {ident}"
+        if self.border_title != title:
+            self.border_title = title
 
     def tick(self) -> None:
         if self.status.running is not None and self.status.running.blocked_since is not None:
@@ -210,7 +262,7 @@ class SessionPanel(Vertical):
     def show(self, log: SessionLog) -> None:
         """Show ``log``'s session in this panel: title, input hint, whole transcript, badges."""
         self.session_log = log
-        self.border_title = f"Session {log.name} @ {log.node}" if log.node else f"Session {log.name}"
+        self._retitle()
         self.input.placeholder = f"{self.name_hint()} type SQL, Enter runs it in {log.name}"
         self._shown = ()
         self.transcript.clear()

@@ -89,7 +89,9 @@ def lock_words(lock: LockInfo, room: int = 0) -> str:
     if not room or cell_len(text) <= room:
         return text
     mode = lock.mode
-    if mode and text.endswith(" " + mode) and cell_len(mode) + 2 <= room:
+    if mode and text.endswith(" " + mode):
+        if cell_len(mode) + 2 > room:
+            return mode  # the mode alone (cut at its end only if even it does not fit)
         what = Text(text[: -len(mode) - 1])
         what.truncate(room - cell_len(mode) - 1, overflow="ellipsis")
         return f"{what.plain} {mode}"

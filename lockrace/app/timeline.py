@@ -270,6 +270,8 @@ def lane_label(bar: Bar | None, now: int, room: int = 0, t0: int | None = None) 
         head = f"waits on {who}{far}"
         if bar.lock is None:
             return head, themed("bold $lr-amber")
+        if room and bar.lock.mode and cell_len(f"{head} · {bar.lock.mode}") > room:
+            head = who  # narrow: the lock's mode stays before the words around it
         return head + " · " + lock_words(bar.lock, room - cell_len(head) - 3 if room else 0), themed("bold $lr-amber")
     if state == "running":
         return f"running {seconds(now - bar.start_ns)}", themed("$lr-sky")
@@ -296,7 +298,7 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
     # the labels' column: a third of the width, or (from 120 columns) what the longest needs, up
     # to half of it, so that a lock's description is not cut there
     label_w = max(18, min(46, width // 3))
-    if width >= 120:
+    if width >= 116:  # a terminal of 120 columns and up (less the timeline's borders)
         wanted = max([cell_len(lane_label(model.last_bar(lane), now, 0, t0)[0]) for lane in model.lanes] or [0])
         label_w = max(label_w, min(width // 2, wanted))
     area = max(10, width - name_w - label_w - 2)
