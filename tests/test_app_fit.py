@@ -12,6 +12,9 @@ import re
 import pytest
 
 from lockrace.app.keys_footer import KeysFooter
+from lockrace.app.lock_view import LockView
+from lockrace.app.wait_graph import draw_graph
+from lockrace.engine.lock_graph import lock_graph
 from lockrace.app.status import budget_words
 from lockrace.app.timeline import TimelineModel, render_timeline
 from lockrace.render.transcript import duration_words
@@ -235,3 +238,102 @@ async def test_lock_details_are_whole_from_120_columns_and_keep_the_mode_at_80(
         assert f"{word} {ident}" in screen_text(app)
         await enter(pilot, app, "A", "ROLLBACK;")
         await finished(pilot, app, "B", 1, timeout=15)
+
+
+# ---------------------------------------------------------------- the lock view (F12)
+
+async def open_locks(app, pilot):
+    await pilot.press("f12")
+    await until(pilot, lambda: isinstance(app.screen, LockView), what="the lock view")
+    await pilot.pause(0.2)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+async def test_the_lock_view_draws_who_holds_and_who_waits_live(pg_server, size):
+    async with running_app(size=size, targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 1 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await open_locks(app, pilot)
+        assert "Nobody waits" in screen_text(app)
+        # typed in the panel before, still live here: B and C queue up while the view is open
+        app.pop_screen()
+        await pilot.pause(0.1)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await enter(pilot, app, "C", "BEGIN; LOCK TABLE accounts;")
+        await open_locks(app, pilot)
+        await until(pilot, lambda: "C · pid" in screen_text(app) and "▶" in screen_text(app), what="the graph")
+        await until(pilot, lambda: len(app.race.sessions["C"].running.blockers) == 2, what="C behind A and B")
+        await pilot.pause(0.6)
+        text = screen_text(app)
+        ids = {name: app.race.sessions[name].ident for name in "ABC"}
+        for name, ident in ids.items():
+            assert f"{name} · pid {ident}" in text, (name, text)
+        graph = lock_graph(app.race)
+        assert {(w.waiter, w.blocker) for w in graph.waits} == {("B", "A"), ("C", "A"), ("C", "B")}
+        assert "accounts id=1 (B waits for it)" in graph.node("A").holds[0]
+        drawn = draw_graph(graph, size[0] - 2).plain
+        assert drawn.count("╭─") + drawn.count("┏━") == 3 and "▶" in drawn and "▲" in drawn, drawn
+        assert "waits" in text
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, LockView)
+        await enter(pilot, app, "A", "ROLLBACK;")
+        await finished(pilot, app, "B", 1)
+        await open_locks(app, pilot)
+        await until(pilot, lambda: "Nobody waits" in screen_text(app), what="the graph emptied")
+        await pilot.press("f12")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, LockView)
+
+
+async def test_the_lock_view_highlights_a_deadlocks_cycle(pg_server):
+    async with running_app(size=(160, 48), targets={"postgres": pg_server}) as (app, pilot):
+        for name, row in (("A", 1), ("B", 2)):
+            await enter(pilot, app, name, "BEGIN;")
+            await enter(pilot, app, name, f"UPDATE accounts SET balance = 0 WHERE id = {row};")
+            await finished(pilot, app, name, 2)
+        await enter(pilot, app, "B", "SET deadlock_timeout = '3s';")
+        await finished(pilot, app, "B", 3)
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 1 WHERE id = 2;")
+        await until(pilot, lambda: badge(app, "A").startswith("BLOCKED"), what="A blocked")
+        await open_locks(app, pilot)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        # both wait, each for the other, until a deadlock_timeout passes: the cycle is drawn live
+        await until(pilot, lambda: "deadlock cycle: A → B → A" in screen_text(app), timeout=5, what="live cycle")
+        await until(pilot, lambda: any(app.panels[n].status.last is not None and
+                                       app.panels[n].status.last.outcome == "deadlock" for n in "AB"),
+                    timeout=15, what="the server to break the cycle")
+        await pilot.pause(0.7)
+        cycle, victim = app.last_deadlock
+        assert cycle == ("A", "B") and victim in "AB"
+        text = screen_text(app)
+        assert "deadlock cycle: A → B → A" in text and f"the server failed {victim}'s statement" in text, text
+        assert "┏━" in text, "the cycle's boxes are drawn heavy"
+        await pilot.press("escape")
+        for name in "AB":
+            await enter(pilot, app, name, "ROLLBACK;")
+
+
+async def test_the_lock_view_shows_a_client_outside_the_race(pg_server):
+    async with running_app(size=(120, 40), targets={"postgres": pg_server}) as (app, pilot):
+        sandbox = app.pool.targets["postgres"].sandbox
+        import psycopg
+
+        foreign = psycopg.connect(pg_server.conninfo, autocommit=True)
+        try:
+            pid = foreign.info.backend_pid
+            foreign.execute("BEGIN")
+            foreign.execute(f'LOCK TABLE "{sandbox}".accounts IN ACCESS EXCLUSIVE MODE')
+            await enter(pilot, app, "B", "SELECT * FROM accounts;")
+            await until(pilot, lambda: badge(app, "B").startswith("BLOCKED"), what="B blocked", timeout=15)
+            await open_locks(app, pilot)
+            await pilot.pause(0.6)
+            text = screen_text(app)
+            assert f"pid {pid}" in text and "not in the race" in text, text
+            graph = lock_graph(app.race)
+            assert graph.node(f"pid {pid}").foreign and graph.blockers_of("B") == [f"pid {pid}"]
+        finally:
+            foreign.execute("ROLLBACK")
+            foreign.close()
+        await finished(pilot, app, "B", 1)

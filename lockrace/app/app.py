@@ -25,8 +25,9 @@ from textual.screen import Screen
 from textual.widgets import Header, Static
 
 from .. import exitguard
-from ..core.events import Event, ServerNote, StatementStarted
+from ..core.events import Event, ServerNote, StatementBlocked, StatementFinished, StatementStarted
 from ..core.serverwide import dialect_of, refuse_server_wide, server_wide
+from ..engine.lock_graph import deadlock_cycle, lock_graph
 from ..engine.race import Race, SessionBusy
 from ..engine.scheduler import Entry
 from ..render.transcript import names_text
@@ -35,6 +36,7 @@ from ..scenario.model import Scenario
 from ..servers.target import Target
 from .help_screen import HelpScreen
 from .keys_footer import KeysFooter
+from .lock_view import LockView
 from .player import Player
 from .recorder import Recorder
 from .player import permutation_text
@@ -147,6 +149,7 @@ class LockraceApp(App[int]):
         Binding("ctrl+n", "editor", "Multi-line", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("f10", "zoom", "Zoom"),
+        Binding("f12", "lock_view", "Locks"),
         Binding("alt+a", "focus_session('A')", "Session A", show=False, priority=True),
         Binding("alt+b", "focus_session('B')", "Session B", show=False, priority=True),
         Binding("alt+c", "focus_session('C')", "Session C", show=False, priority=True),
@@ -201,6 +204,8 @@ class LockraceApp(App[int]):
         self._scenarios: list[Scenario] | None = None
         self._bar_shown: tuple = ()
         self.zoomed: str | None = None  # the session whose panel is zoomed (F10)
+        self.last_deadlock: tuple[tuple[str, ...], str] | None = None  # (cycle, victim) of this race's latest
+        self._live_cycle: tuple[str, ...] = ()  # the latest wait-for cycle seen, until the server breaks it
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -471,6 +476,8 @@ class LockraceApp(App[int]):
 
     async def _close_race(self) -> None:
         race, self.race = self.race, None
+        self.last_deadlock = None
+        self._live_cycle = ()
         if self.player is not None:
             self.player.detach()
             self.player = None
@@ -497,6 +504,18 @@ class LockraceApp(App[int]):
             self.timeline_model.nodes[event.session] = event.node
         self.timeline_model.apply(event)
         self.recorder.apply(event)
+        if isinstance(event, StatementBlocked) and self.race is not None:
+            cycles = lock_graph(self.race).cycles()  # a cycle the server has not broken yet
+            self._live_cycle = cycles[0] if cycles else self._live_cycle
+        if isinstance(event, StatementFinished) and event.result.outcome == "deadlock" and self.race is not None:
+            cycle = deadlock_cycle(lock_graph(self.race), event.session, event.result)
+            if cycle is None and event.session in self._live_cycle:
+                cycle = self._live_cycle  # the others' waits ended before the victim's answer was in
+            if cycle is not None:
+                self.last_deadlock = (cycle, event.session)
+            self._live_cycle = ()
+        if isinstance(self.screen, LockView):
+            self.screen.redraw()
         if isinstance(event, StatementStarted):
             if self._ticker is None or self._ticker.done():
                 self._ticker = asyncio.create_task(self._run_ticker(), name="lockrace-redraw")
@@ -919,6 +938,15 @@ class LockraceApp(App[int]):
         if not isinstance(self.screen, LabScreen):
             self.push_screen(LabScreen(self.race.backend))
 
+    def action_lock_view(self) -> None:
+        """F12: who holds and who waits, drawn live (F12 or Esc again goes back)."""
+        if isinstance(self.screen, LockView):
+            self.pop_screen()
+            return
+        if len(self.screen_stack) > 1:  # over a dialog: not from there
+            return
+        self.push_screen(LockView())
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -986,6 +1014,8 @@ class LockraceApp(App[int]):
                                 self.action_show_sessions)
         yield SystemCommand("Multi-line SQL", "Edit a multi-line statement for the focused session (Ctrl+N)",
                             self.action_editor)
+        yield SystemCommand("Locks", "Who holds and who waits, with the wait-for graph drawn, live (F12)",
+                            self.action_lock_view)
         yield SystemCommand("Race lab", "Holder vs waiter in every wait mode on this server, measured (Ctrl+L)",
                             self.action_lab)
         yield SystemCommand("Save race", "Save the race so far as a .race scenario and a .txt transcript (Ctrl+S)",

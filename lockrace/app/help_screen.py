@@ -32,6 +32,8 @@ KEYS = [
     ("F9", "scenario picker: this engine's first; type to filter, Enter loads"),
     ("Ctrl+F", "back to the free-form sandbox (fresh sessions and tables)"),
     ("F10", "zoom the focused session's panel to the whole panel area (again: all four panels)"),
+    ("F12", "locks: each session by letter and pid / thread id, other clients that block one, what each\n"
+            "holds and waits for, the wait-for graph drawn (a deadlock's cycle in red), live; F12 / Esc back"),
     ("Timeline", "Tab or click to focus it, then Left / Right: earlier / later, + / -: zoom in / out,\n"
                  "Home: the whole race, End: follow the action again (the mouse wheel scrolls it too)"),
     ("Ctrl+O", "open a .race scenario or a PostgreSQL isolation .spec file by path"),
