@@ -271,7 +271,7 @@ async def test_the_lock_view_draws_who_holds_and_who_waits_live(pg_server, size)
             assert f"{name} · pid {ident}" in text, (name, text)
         graph = lock_graph(app.race)
         assert {(w.waiter, w.blocker) for w in graph.waits} == {("B", "A"), ("C", "A"), ("C", "B")}
-        assert "accounts id=1 (B waits for it)" in graph.node("A").holds[0]
+        assert "accounts id=1 (B waits for it)" in graph.node("A").holds
         drawn = draw_graph(graph, size[0] - 2).plain
         assert drawn.count("╭─") + drawn.count("┏━") == 3 and "▶" in drawn and "▲" in drawn, drawn
         assert "waits" in text

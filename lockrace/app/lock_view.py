@@ -37,16 +37,15 @@ class LockView(Screen[None]):
     #locks-body { height: 1fr; padding: 0 1; }
     #locks-note { height: auto; padding: 0 1; }
     #locks-table { height: auto; margin: 1 0; }
-    #locks-graph-title { height: 1; margin-top: 1; text-style: bold underline; }
+    #locks-graph-title { height: 1; margin-top: 1; text-style: bold; }
     """
 
     def compose(self) -> ComposeResult:
         yield Static(id="locks-title")
         with VerticalScroll(id="locks-body"):
-            yield LockTable(id="locks-table")
-            yield Static("wait-for graph  (an arrow points from a waiter to what it waits for)",
-                         id="locks-graph-title")
+            yield Static("wait-for graph: an arrow points from a waiter to what it waits for", id="locks-graph-title")
             yield WaitGraph(id="locks-graph")
+            yield LockTable(id="locks-table")
             yield Static(id="locks-note")
         yield KeysFooter()
 
@@ -81,7 +80,7 @@ class LockView(Screen[None]):
             cycle, victim = deadlock
             lines.append(f"last deadlock: {cycle_text(cycle)}; the server failed {victim}'s statement "
                          "(deadlock victim) and the others went on\n", style=themed("$lr-scarlet"))
-        lines.append("What each holds is what the others are reported waiting for, and what its own statements "
-                     "took and keep until COMMIT or ROLLBACK (LOCK TABLES, the tables its transaction used).",
-                     style=themed("$lr-dim"))
+        lines.append("What a session holds: what the others are reported waiting for, and what its own "
+                     "statements took and keep until COMMIT or ROLLBACK (the rows it changed, LOCK TABLES, "
+                     "on MariaDB/MySQL the tables its transaction used).", style=themed("$lr-dim"))
         note.update(lines)

@@ -39,13 +39,13 @@ class Canvas:
         for i, ch in enumerate(s):
             self.put(x + i, y, ch, style)
 
-    def hline(self, x0: int, x1: int, y: int, style: str) -> None:
+    def hline(self, x0: int, x1: int, y: int, style: str, ch: str = "─") -> None:
         for x in range(min(x0, x1), max(x0, x1) + 1):
-            self.put(x, y, "─", style)
+            self.put(x, y, ch, style)
 
-    def vline(self, x: int, y0: int, y1: int, style: str) -> None:
+    def vline(self, x: int, y0: int, y1: int, style: str, ch: str = "│") -> None:
         for y in range(min(y0, y1), max(y0, y1) + 1):
-            self.put(x, y, "│", style)
+            self.put(x, y, ch, style)
 
     def render(self) -> Text:
         out = Text(no_wrap=True, overflow="crop")
@@ -99,7 +99,7 @@ def _components(names: list[str], edges: list[tuple[str, str]]) -> list[list[str
 
 def box_lines(node: LockNode, graph: LockGraph) -> tuple[str, str, str]:
     """(title, first line, second line) of a client's box."""
-    title = node.label
+    title = node.label.replace(" · ", " ")
     waits = [w for w in graph.waits if w.waiter == node.name]
     if waits:
         first = f"waits {seconds(node.waiting_ns)}" if node.waiting_ns else "waits"
@@ -118,10 +118,12 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
     """The graph in ``width`` cells; the clients of ``highlight`` (a deadlock's cycle, in
     order) and its edges in red.  Clients that neither wait nor are waited for are left out."""
     edges = [(w.waiter, w.blocker) for w in graph.waits]
+    live_edges = set(edges)
     cycle_edges = set()
     cycles = list(graph.cycles())
+    live_cycles = list(cycles)
     if highlight and highlight not in cycles:
-        cycles.append(highlight)
+        cycles.append(highlight)  # broken already: its waits that ended are drawn dashed
     for cycle in cycles:
         for i, name in enumerate(cycle):
             cycle_edges.add((name, cycle[(i + 1) % len(cycle)]))
@@ -141,7 +143,8 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
         levels = _levels(group, group_edges, back)
         depth = max(levels.values())
         columns = depth + 1
-        box_w = max(16, min(42, (width - (columns - 1) * COL_GAP) // columns))
+        gap = COL_GAP if width >= 100 else 4
+        box_w = max(15, min(42, (width - (columns - 1) * gap) // columns))
         by_col: dict[int, list[str]] = {}
         for name in group:
             by_col.setdefault(depth - levels[name], []).append(name)
@@ -150,24 +153,25 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
         # underneath: a cycle's closing edge, and an edge that would cross a column of boxes
         under = [e for e in group_edges if e in back or column[e[1]] - column[e[0]] != 1]
         height = rows * (BOX_H + ROW_GAP) + len(under) + 1
-        canvas = Canvas(max(width, columns * (box_w + COL_GAP)), height)
+        canvas = Canvas(max(width, columns * (box_w + gap) - gap), height)
         at: dict[str, tuple[int, int]] = {}
         for col, names in by_col.items():
             for row, name in enumerate(names):
-                at[name] = (col * (box_w + COL_GAP), row * (BOX_H + ROW_GAP))
+                at[name] = (col * (box_w + gap), row * (BOX_H + ROW_GAP))
         # the arrows first: the boxes are drawn over them
         ends: dict[str, int] = {}
         for i, (a, b) in enumerate(under):
             style = red if (a, b) in cycle_edges else amber
+            h, v = ("─", "│") if (a, b) in live_edges else ("╌", "╎")
             ax, ay = at[a]
             bx, by = at[b]
             y = rows * (BOX_H + ROW_GAP) - ROW_GAP + i + 1
             x0 = ax + box_w // 2 - 2 - i
             x1 = bx + box_w // 2 + 2 * ends.get(b, 0)
             ends[b] = ends.get(b, 0) + 1
-            canvas.vline(x0, ay + BOX_H, y, style)
-            canvas.vline(x1, by + BOX_H, y, style)
-            canvas.hline(x0, x1, y, style)
+            canvas.vline(x0, ay + BOX_H, y, style, v)
+            canvas.vline(x1, by + BOX_H, y, style, v)
+            canvas.hline(x0, x1, y, style, h)
             canvas.put(x0, y, "╯" if x0 > x1 else "╰", style)
             canvas.put(x1, y, "╰" if x0 > x1 else "╯", style)
             canvas.put(x1, by + BOX_H, "▲", style)
@@ -175,17 +179,18 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
             if (a, b) in under:
                 continue
             style = red if (a, b) in cycle_edges else amber
+            h, v = ("─", "│") if (a, b) in live_edges else ("╌", "╎")
             ax, ay = at[a]
             bx, by = at[b]
             y0, y1 = ay + 1, by + 1
             start, end = ax + box_w, bx - 1
-            turn = bx - 3
-            canvas.hline(start, turn, y0, style)
+            turn = bx - gap // 2
+            canvas.hline(start, turn, y0, style, h)
             if y1 != y0:
-                canvas.vline(turn, y0, y1, style)
+                canvas.vline(turn, y0, y1, style, v)
                 canvas.put(turn, y0, "╮" if y1 > y0 else "╯", style)
                 canvas.put(turn, y1, "╰" if y1 > y0 else "╭", style)
-            canvas.hline(turn + (1 if y1 != y0 else 0), end, y1, style)
+            canvas.hline(turn + (1 if y1 != y0 else 0), end, y1, style, h)
             canvas.put(end, y1, "▶", style)
         for name, (x, y) in at.items():
             node = graph.node(name)
@@ -197,11 +202,11 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
             heavy = name in in_cycle
             tl, tr, bl, br, h, v = ("┏", "┓", "┗", "┛", "━", "┃") if heavy else ("╭", "╮", "╰", "╯", "─", "│")
             canvas.text(x, y, tl + h * (box_w - 2) + tr, style)
-            canvas.text(x + 2, y, f" {title} ", themed("bold") if not heavy else red, room=box_w - 4)
+            canvas.text(x + 1, y, f" {title} ", themed("bold") if not heavy else red, room=box_w - 2)
             for k, line in enumerate((first, second)):
                 canvas.put(x, y + 1 + k, v, style)
                 canvas.text(x + 1, y + 1 + k, " " * (box_w - 2))
-                canvas.text(x + 2, y + 1 + k, line, amber if (waits and k == 0) else "", room=box_w - 4)
+                canvas.text(x + 2, y + 1 + k, line, amber if (waits and k == 0) else "", room=box_w - 3)
                 canvas.put(x + box_w - 1, y + 1 + k, v, style)
             canvas.text(x, y + BOX_H - 1, bl + h * (box_w - 2) + br, style)
         if out.plain:
@@ -209,14 +214,18 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
         out.append_text(canvas.render())
     for cycle in cycles:
         out.append("\n")
-        out.append(f" deadlock cycle: {cycle_text(cycle)} ", style=themed("bold white on $lr-maroon"))
+        if cycle in live_cycles:
+            out.append(f" deadlock cycle: {cycle_text(cycle)} ", style=themed("bold white on $lr-maroon"))
+        else:
+            out.append(f" deadlock cycle: {cycle_text(cycle)} ", style=themed("bold white on $lr-maroon"))
+            out.append("  broken by the server: ╌ a wait it ended", style=themed("$lr-scarlet"))
     return out
 
 
 class WaitGraph(Widget):
     """The drawn graph of the lock view; ``show(graph, highlight)`` redraws it."""
 
-    DEFAULT_CSS = "WaitGraph { height: auto; }"
+    DEFAULT_CSS = "WaitGraph { height: auto; text-wrap: nowrap; text-overflow: clip; }"
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

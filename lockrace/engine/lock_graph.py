@@ -143,13 +143,11 @@ def lock_graph(race, now_ns: int | None = None) -> LockGraph:
         if s.global_read_lock:
             holds.append("the global read lock (FLUSH TABLES WITH READ LOCK)")
         holds += [f"LOCK TABLES {t}" for t in sorted(s.locked_tables)]
-        if s.txn != "idle":
-            holds += [f"metadata lock on {t} (its transaction used it)" for t in sorted(s.tables_in_txn)
+        if s.txn == "in transaction":  # a failed one (PostgreSQL) released its locks with the error
+            holds += [f"metadata lock on {t}" for t in sorted(s.tables_in_txn)
                       if f"metadata lock on {t}" not in " ".join(holds)]
-            if s.wrote_in_txn and not mysql:
-                holds.append("the rows it changed (until COMMIT or ROLLBACK)")
-            elif s.wrote_in_txn:
-                holds.append("row locks on the rows it changed (until COMMIT or ROLLBACK)")
+            if s.wrote_in_txn:
+                holds.append("the rows it changed")
         waiting = now - run.blocked_since if run is not None and run.blocked_since is not None else 0
         nodes[s.name] = LockNode(s.name, s.ident, txn=s.txn, statement=_first_line(run.sql) if run else "",
                                  waiting_ns=max(0, waiting), holds=tuple(holds), node=s.node, _mysql=mysql)
