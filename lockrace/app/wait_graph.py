@@ -202,7 +202,7 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
             heavy = name in in_cycle
             tl, tr, bl, br, h, v = ("┏", "┓", "┗", "┛", "━", "┃") if heavy else ("╭", "╮", "╰", "╯", "─", "│")
             canvas.text(x, y, tl + h * (box_w - 2) + tr, style)
-            canvas.text(x + 1, y, f" {title} ", themed("bold") if not heavy else red, room=box_w - 2)
+            canvas.text(x + 2, y, f" {title} ", themed("bold") if not heavy else red, room=box_w - 3)
             for k, line in enumerate((first, second)):
                 canvas.put(x, y + 1 + k, v, style)
                 canvas.text(x + 1, y + 1 + k, " " * (box_w - 2))
