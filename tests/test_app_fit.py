@@ -337,3 +337,116 @@ async def test_the_lock_view_shows_a_client_outside_the_race(pg_server):
             foreign.execute("ROLLBACK")
             foreign.close()
         await finished(pilot, app, "B", 1)
+
+
+# ---------------------------------------------------------------- what terminal SQL users expect
+
+async def test_history_is_kept_across_runs_per_engine(pg_server, tmp_path):
+    async with running_app(size=(120, 40), targets={"postgres": pg_server}, history_dir=tmp_path) as (app, pilot):
+        await enter(pilot, app, "A", "SELECT 41 AS answer;")
+        await finished(pilot, app, "A", 1)
+        await enter(pilot, app, "B", "SELECT 'second\nline' AS two;")
+        await finished(pilot, app, "B", 1)
+        await pilot.pause(0.2)
+    assert (tmp_path / "history-postgres").exists()
+    async with running_app(size=(120, 40), targets={"postgres": pg_server}, history_dir=tmp_path) as (app, pilot):
+        field = app.panels["C"].input
+        field.focus()
+        await pilot.pause()
+        await pilot.press("up")
+        assert field.value == "SELECT 'second\nline' AS two;"
+        await pilot.press("up")
+        assert field.value == "SELECT 41 AS answer;"
+        await pilot.press("down", "down")
+        assert field.value == ""
+
+
+def segment_style(app, needle: str):
+    """The style of the first screen segment holding ``needle``."""
+    for strip in app.screen._compositor.render_strips():
+        for segment in strip:
+            if needle in segment.text:
+                return segment.style
+    raise AssertionError(f"{needle!r} is not on the screen")
+
+
+async def test_sql_is_highlighted_in_the_input_and_the_editor(pg_server):
+    async with running_app(size=(120, 40), targets={"postgres": pg_server}) as (app, pilot):
+        field = app.panels["A"].input
+        field.focus()
+        field.value = "SELECT 'x' FROM accounts"
+        await pilot.pause(0.1)
+        keyword, string, table = (segment_style(app, w) for w in ("SELECT", "'x'", "accounts"))
+        assert keyword.bold and keyword != table and string.color != table.color, (keyword, string, table)
+        field.value = ""
+        await pilot.press("ctrl+n")
+        await pilot.pause(0.2)
+        area = app.screen.query_one("#editor-area")
+        area.insert("UPDATE jobs SET task = 'x' WHERE id = 1")
+        await pilot.pause(0.1)
+        kinds = {name for _, _, name in area._highlights[0]}
+        assert {"keyword", "string", "number"} <= kinds, area._highlights[0]
+        assert segment_style(app, "UPDATE").color != segment_style(app, " jobs ").color
+        await pilot.press("escape")
+
+
+async def test_ctrl_space_completes_sandbox_names_and_tab_still_switches_panels(pg_server):
+    async with running_app(size=(120, 40), targets={"postgres": pg_server}) as (app, pilot):
+        field = app.panels["A"].input
+        field.focus()
+        await pilot.pause()
+        await pilot.press(*"SELECT bal")
+        await pilot.press("ctrl+@")
+        assert field.value == "SELECT balance "
+        await pilot.press(*"FROM acc")
+        await pilot.press("ctrl+@")
+        assert field.value == "SELECT balance FROM accounts "
+        await enter(pilot, app, "A", "CREATE TABLE ledger (entry_id int, amount int);")
+        await finished(pilot, app, "A", 1)
+        field.focus()
+        field.value = "SELECT entr"
+        field.cursor_position = len(field.value)
+        await pilot.press("ctrl+@")
+        assert field.value == "SELECT entry_id "
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is app.panels["B"].input
+
+
+async def test_a_panels_result_and_whole_log_copy_to_the_clipboard(pg_server):
+    async with running_app(size=(120, 40), targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "A", "SELECT 1 AS one;")
+        await finished(pilot, app, "A", 1)
+        await enter(pilot, app, "A", "SELECT 2 AS two;")
+        await finished(pilot, app, "A", 2)
+        app.panels["A"].input.focus()
+        await pilot.pause()
+        await pilot.press("ctrl+y")
+        await pilot.pause()
+        assert app.clipboard.startswith("A> SELECT 2 AS two;") and " two" in app.clipboard
+        assert "SELECT 1" not in app.clipboard
+        await pilot.press("alt+y")
+        await pilot.pause()
+        assert "A> SELECT 1 AS one;" in app.clipboard and "A> SELECT 2 AS two;" in app.clipboard
+
+
+async def test_a_wide_result_scrolls_sideways_instead_of_wrapping(pg_server):
+    async with running_app(size=(80, 24), targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "A", "SELECT 1 AS id, repeat('x', 120) AS wide, 'end' AS last;")
+        await finished(pilot, app, "A", 1)
+        await until(pilot, lambda: not app.panels["A"].drawing, what="the result drawn")
+        await pilot.pause(0.1)
+        log = app.panels["A"].transcript
+        assert log.virtual_size.width > 120 > log.size.width, (log.virtual_size, log.size)
+        rows = [strip.text for strip in log.lines]
+        header = [r for r in rows if "wide" in r and "last" in r]
+        assert header, f"the header is wrapped: {rows}"
+        field = app.panels["A"].input
+        field.focus()
+        await pilot.pause()
+        await pilot.press("alt+right")
+        await pilot.pause()
+        assert log.scroll_x > 0
+        await pilot.press("alt+left", "alt+left", "alt+left", "alt+left")
+        await pilot.pause()
+        assert log.scroll_x == 0

@@ -35,6 +35,8 @@ from ..scenario.library import builtins
 from ..scenario.model import Scenario
 from ..servers.target import Target
 from .help_screen import HelpScreen
+from .completion import SandboxNames
+from .history import History
 from .keys_footer import KeysFooter
 from .lock_view import LockView
 from .player import Player
@@ -150,6 +152,8 @@ class LockraceApp(App[int]):
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("f10", "zoom", "Zoom"),
         Binding("f12", "lock_view", "Locks"),
+        Binding("ctrl+y", "copy_result", "Copy result", show=False),
+        Binding("alt+y", "copy_log", "Copy log", show=False, priority=True),
         Binding("alt+a", "focus_session('A')", "Session A", show=False, priority=True),
         Binding("alt+b", "focus_session('B')", "Session B", show=False, priority=True),
         Binding("alt+c", "focus_session('C')", "Session C", show=False, priority=True),
@@ -172,6 +176,7 @@ class LockraceApp(App[int]):
         save_dir: Path | None = None,
         autoplay_delay: float = 1.5,
         step_timeout: float = 15.0,
+        history_dir: Path | None = None,
     ):
         super().__init__()
         _read_esc_b_as_alt_b()
@@ -204,6 +209,9 @@ class LockraceApp(App[int]):
         self._scenarios: list[Scenario] | None = None
         self._bar_shown: tuple = ()
         self.zoomed: str | None = None  # the session whose panel is zoomed (F10)
+        self.history_dir = history_dir  # statements kept across runs (None: this run only)
+        self.history: History | None = None
+        self.sandbox_names = SandboxNames()  # for Ctrl+Space in an input line
         self.last_deadlock: tuple[tuple[str, ...], str] | None = None  # (cycle, victim) of this race's latest
         self._live_cycle: tuple[str, ...] = ()  # the latest wait-for cycle seen, until the server breaks it
 
@@ -440,6 +448,14 @@ class LockraceApp(App[int]):
         self.flavor = backend.flavor
         self.server_label = f"{backend.server_name} ({self.pool.origin(engine)})"
         self.base = base
+        self.sandbox_names = SandboxNames()
+        for sql in base.setup_for(self.flavor):
+            self.sandbox_names.read(sql)
+        if self.history is None or self.history.engine != engine:
+            self.history = await asyncio.to_thread(History, self.history_dir, engine)
+            for panel in self._panel_list:
+                panel.input.history = list(self.history.entries)
+                panel.input.remember_position()
         heading = f"-- {self.server_label}"
         self.timeline_model.clear(names)
         self.timeline_model.nodes = placement
@@ -504,6 +520,8 @@ class LockraceApp(App[int]):
             self.timeline_model.nodes[event.session] = event.node
         self.timeline_model.apply(event)
         self.recorder.apply(event)
+        if isinstance(event, StatementFinished) and not event.result.code:
+            self.sandbox_names.read(event.sql)  # a table made or changed: its names complete too
         if isinstance(event, StatementBlocked) and self.race is not None:
             cycles = lock_graph(self.race).cycles()  # a cycle the server has not broken yet
             self._live_cycle = cycles[0] if cycles else self._live_cycle
@@ -863,6 +881,8 @@ class LockraceApp(App[int]):
             return
         try:
             race.submit(name, message.sql)
+            if self.history is not None and self.history.add(message.sql):
+                asyncio.get_running_loop().run_in_executor(None, self.history.save, message.sql)
         except SessionBusy:
             self.notify(f"Session {name} is still running a statement: F2 cancels it, or wait.", severity="warning")
             message.panel.input.value = message.sql
@@ -937,6 +957,32 @@ class LockraceApp(App[int]):
             return
         if not isinstance(self.screen, LabScreen):
             self.push_screen(LabScreen(self.race.backend))
+
+    def action_copy_result(self) -> None:
+        """Ctrl+Y: the focused panel's last statement and its result, to the clipboard
+        (the terminal's, by OSC 52: over ssh too, where the terminal allows it)."""
+        self._copy(last_only=True)
+
+    def action_copy_log(self) -> None:
+        """Alt+Y: the focused panel's whole transcript, to the clipboard."""
+        self._copy(last_only=False)
+
+    def _copy(self, last_only: bool) -> None:
+        name = self.focused_session()
+        log = self.logs.get(name)
+        if log is None or not log.entries:
+            self.notify(f"Session {name}'s panel has nothing to copy yet.")
+            return
+        lines = log.lines
+        if last_only:
+            starts = [i for i, line in enumerate(lines) if line.startswith(f"{name}> ")]
+            if not starts:
+                self.notify(f"Session {name} has run nothing yet.")
+                return
+            lines = lines[starts[-1]:]
+        self.copy_to_clipboard("\n".join(lines) + "\n")
+        what = "its last statement and result" if last_only else "its whole transcript"
+        self.notify(f"Copied session {name}'s {what} ({len(lines)} line{'s' if len(lines) != 1 else ''}).")
 
     def action_lock_view(self) -> None:
         """F12: who holds and who waits, drawn live (F12 or Esc again goes back)."""
@@ -1014,6 +1060,10 @@ class LockraceApp(App[int]):
                                 self.action_show_sessions)
         yield SystemCommand("Multi-line SQL", "Edit a multi-line statement for the focused session (Ctrl+N)",
                             self.action_editor)
+        yield SystemCommand("Copy result", "The focused panel's last statement and its result, to the clipboard "
+                            "(Ctrl+Y)", self.action_copy_result)
+        yield SystemCommand("Copy transcript", "The focused panel's whole transcript, to the clipboard (Alt+Y)",
+                            self.action_copy_log)
         yield SystemCommand("Locks", "Who holds and who waits, with the wait-for graph drawn, live (F12)",
                             self.action_lock_view)
         yield SystemCommand("Race lab", "Holder vs waiter in every wait mode on this server, measured (Ctrl+L)",

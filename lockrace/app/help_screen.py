@@ -17,7 +17,10 @@ from .palette import themed
 KEYS = [
     ("Enter", "run the typed SQL in the focused session"),
     ("Ctrl+N", "multi-line SQL editor for the focused session (Ctrl+R runs it, Esc cancels)"),
-    ("Up / Down", "previous / next statement typed in that session"),
+    ("Up / Down", "previous / next statement typed in that session (and in earlier runs on this engine)"),
+    ("Ctrl+Space", "complete a table or column name of the sandbox (Tab stays the panel switch)"),
+    ("Ctrl+Y / Alt+Y", "copy the focused panel's last statement and result / its whole transcript"),
+    ("Alt+← / Alt+→", "scroll a wide result sideways (results are not wrapped)"),
     ("Tab / Shift+Tab", "next / previous session panel (or click a panel)"),
     ("Alt+A … Alt+D", "jump to session A … D; terminals sending Alt as Esc make Alt+B word-left:\n"
                       "use Tab or a click to reach B there"),

@@ -21,7 +21,9 @@ from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
 from ..core.events import Event
-from .session_log import SessionLog
+from .completion import complete
+from .session_log import TABLE_STYLE, SessionLog
+from .sql_highlight import SqlHighlighter
 from .status import Badge, lock_words
 from .palette import themed
 
@@ -121,10 +123,13 @@ class SqlInput(Input):
     BINDINGS = [
         Binding("up", "history(-1)", "Previous statement", show=False),
         Binding("down", "history(1)", "Next statement", show=False),
+        Binding("ctrl+@,ctrl+space", "complete", "Complete a name", show=False),
+        Binding("alt+left", "scroll_sideways(-1)", "Result left", show=False),
+        Binding("alt+right", "scroll_sideways(1)", "Result right", show=False),
     ]
 
     def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(highlighter=SqlHighlighter(), **kwargs)
         self.cursor_blink = False  # a blinking cursor repaints twice a second, forever
         self.history: list[str] = []
         self._pos = 0
@@ -134,6 +139,32 @@ class SqlInput(Input):
             # A terminal sends Alt+C as ESC c, which arrives as the key "alt+c" carrying the
             # character "c": a shortcut (Alt+A..D switch panels), never text for the SQL
             event.prevent_default()  # Input's own handler (Textual calls every class's) would type it
+
+    def action_complete(self) -> None:
+        """Ctrl+Space: the sandbox's table or column name the word before the cursor begins."""
+        names = getattr(self.app, "sandbox_names", None)
+        if names is None:
+            return
+        text, cursor, choices = complete(self.value, self.cursor_position, names.names())
+        if text != self.value:
+            self.value, self.cursor_position = text, cursor
+        if len(choices) > 1:
+            self.app.notify("could be: " + ", ".join(choices[:12]) + (" …" if len(choices) > 12 else ""),
+                            timeout=4)
+        elif not choices:
+            self.app.notify("no table or column of the sandbox begins so", timeout=2)
+
+    def action_scroll_sideways(self, direction: int) -> None:
+        """Alt+Left / Alt+Right: a wide result scrolls sideways (it is not wrapped)."""
+        node = self.parent
+        while node is not None and not isinstance(node, SessionPanel):
+            node = node.parent
+        if node is not None:
+            log = node.transcript
+            log.scroll_to(x=max(0, log.scroll_x + direction * max(8, log.size.width // 2)), animate=False)
+
+    def remember_position(self) -> None:
+        self._pos = len(self.history)
 
     def remember(self, sql: str) -> None:
         if not self.history or self.history[-1] != sql:
@@ -301,7 +332,11 @@ class SessionPanel(Vertical):
             stripped = line.lstrip(" ")
             if len(stripped) != len(line):  # keep psql's alignment: wrapping would drop leading spaces
                 shown = "\u00a0" * (len(line) - len(stripped)) + stripped
-            log.write(Text(shown, style=style))
+            table = style == TABLE_STYLE
+            if table:  # a result's rows: unwrapped, a wide one scrolls sideways (Alt+Left / Alt+Right)
+                log.wrap = False
+            log.write(Text(shown, style="" if table else style), scroll_end=True)
+            log.wrap = True
         if self._pending:
             self._flushing = True
             self.set_timer(0.005, self._flush)  # let input and repaint in between batches
