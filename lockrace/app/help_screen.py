@@ -17,7 +17,7 @@ from .palette import themed
 KEYS = [
     ("Enter", "run the typed SQL in the focused session"),
     ("Ctrl+N", "multi-line SQL editor for the focused session (Ctrl+R runs it, Esc cancels)"),
-    ("Up / Down", "previous / next statement typed in that session (and in earlier runs on this engine)"),
+    ("Up / Down", "previous / next statement typed in that session (and in earlier runs)"),
     ("Ctrl+Space", "complete a table or column name of the sandbox (Tab stays the panel switch)"),
     ("Ctrl+Y / Alt+Y", "copy the focused panel's last statement and result / its whole transcript"),
     ("Alt+← / Alt+→", "scroll a wide result sideways (results are not wrapped)"),
@@ -35,8 +35,8 @@ KEYS = [
     ("F9", "scenario picker: this engine's first; type to filter, Enter loads"),
     ("Ctrl+F", "back to the free-form sandbox (fresh sessions and tables)"),
     ("F10", "zoom the focused session's panel to the whole panel area (again: all four panels)"),
-    ("F12", "locks: each session by letter and pid / thread id, other clients that block one, what each\n"
-            "holds and waits for, the wait-for graph drawn (a deadlock's cycle in red), live; F12 / Esc back"),
+    ("F12", "locks, live: each session by pid / thread id, other clients blocking one, what each holds "
+            "and waits for, the wait-for graph drawn (a deadlock's cycle in red); F12 / Esc back"),
     ("Timeline", "Tab or click to focus it, then Left / Right: earlier / later, + / -: zoom in / out,\n"
                  "Home: the whole race, End: follow the action again (the mouse wheel scrolls it too)"),
     ("Ctrl+O", "open a .race scenario or a PostgreSQL isolation .spec file by path"),
