@@ -112,7 +112,7 @@ async def free_form_shot(targets, engine: str, filename: str) -> Path:
 async def lock_view_shot(targets, kind: str, filename: str) -> Path:
     """The lock view (F12) in a free-form race on PostgreSQL: ``waits`` (B and C queue
     behind A, C also behind B) or ``deadlock`` (A and B each wait for the other, shown
-    while the server has not broken the cycle yet: B's deadlock_timeout is 10 s)."""
+    while the server has not broken the cycle yet: their deadlock_timeout is 10 s)."""
     app = LockraceApp(engine="postgres", targets=targets)
     async with app.run_test(size=SIZE) as pilot:
         await asyncio.wait_for(app.ready.wait(), 60)
@@ -137,7 +137,8 @@ async def lock_view_shot(targets, kind: str, filename: str) -> Path:
             for name, row in (("A", 1), ("B", 2)):
                 await submit(name, "BEGIN;")
                 await submit(name, f"UPDATE accounts SET balance = 0 WHERE id = {row};")
-            await submit("B", "SET deadlock_timeout = '10s';")
+            for name in "AB":
+                await submit(name, "SET deadlock_timeout = '10s';")
             await submit("A", "UPDATE accounts SET balance = 1 WHERE id = 2;")
             await submit("B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
             await wait_for(pilot, lambda: lock_graph(app.race).cycles(), what="the cycle")

@@ -450,3 +450,19 @@ async def test_a_wide_result_scrolls_sideways_instead_of_wrapping(pg_server):
         await pilot.press("alt+left", "alt+left", "alt+left", "alt+left")
         await pilot.pause()
         assert log.scroll_x == 0
+
+
+async def test_a_resize_rewraps_each_transcript_and_keeps_its_end_in_view(pg_server):
+    async with running_app(size=(200, 60), targets={"postgres": pg_server}) as (app, pilot):
+        for i in range(6):
+            await enter(pilot, app, "A", f"SELECT {i} AS n, 'a line that is long enough to wrap at eighty' AS words;")
+            await finished(pilot, app, "A", i + 1)
+        await until(pilot, lambda: not app.panels["A"].drawing, what="A drawn")
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.3)
+        await until(pilot, lambda: not app.panels["A"].drawing, what="A redrawn")
+        await pilot.pause(0.2)
+        log = app.panels["A"].transcript
+        rows = panel_rows(app, "A")
+        assert any("ok in" in r for r in rows), f"the transcript's end is out of view: {rows}"
+        assert max(len(strip.text.rstrip()) for strip in log.lines if strip.text.startswith("-- ")) <= log.size.width

@@ -91,7 +91,8 @@ def fit_words(parts: list[str], room: int) -> str:
     for part in parts:
         if cell_len("  " + "  ".join(chosen + [part])) <= room:
             chosen.append(part)
-    return "  " + " ".join(chosen)
+    text = "  " + " ".join(chosen)
+    return text[:-1] + "." if text.endswith(";") else text
 
 
 def free_form(engine: str) -> Scenario:

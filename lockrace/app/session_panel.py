@@ -246,6 +246,11 @@ class SessionPanel(Vertical):
 
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self.refresh_status)  # the badges fit the new width
+        width = event.size.width
+        if width != getattr(self, "_drawn_width", width) and self.session_log.entries:
+            # a RichLog wraps at write time: rewrap the transcript for the new width (and show its end)
+            self.call_after_refresh(self._redraw, self.session_log)
+        self._drawn_width = width
 
     def refresh_status(self) -> None:
         """Update badges and the blocked look, touching the DOM only when something changed

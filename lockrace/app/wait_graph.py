@@ -49,6 +49,10 @@ class Canvas:
 
     def render(self) -> Text:
         out = Text(no_wrap=True, overflow="crop")
+        rows = list(self.cells)
+        while rows and all(ch == " " for ch, _ in rows[-1]):
+            rows.pop()
+        self.cells = rows
         for y, row in enumerate(self.cells):
             run, run_style = "", None
             for ch, style in row:
@@ -110,7 +114,8 @@ def box_lines(node: LockNode, graph: LockGraph) -> tuple[str, str, str]:
         second = "holds what others wait for"
     else:
         first = node.txn or "holds"
-        second = node.holds[0] if node.holds else "holds what others wait for"
+        second = node.holds[0] if node.holds else (
+            "holds what others wait for" if graph.waiters_on(node.name) else "holds no lock others want")
     return title, first, second
 
 
@@ -197,7 +202,7 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
             if node is None:
                 continue
             title, first, second = box_lines(node, graph)
-            waits = any(e[0] == name for e in group_edges)
+            waits = any(e[0] == name for e in live_edges)
             style = red if name in in_cycle else (amber if waits else plain)
             heavy = name in in_cycle
             tl, tr, bl, br, h, v = ("┏", "┓", "┗", "┛", "━", "┃") if heavy else ("╭", "╮", "╰", "╯", "─", "│")
