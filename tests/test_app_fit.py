@@ -67,7 +67,6 @@ async def test_the_footer_shows_the_keys_a_user_needs(pg_server, size):
 
 async def test_a_footer_key_runs_on_click(pg_server):
     async with running_app(size=(80, 24), targets={"postgres": pg_server}) as (app, pilot):
-        footer = app.query_one(KeysFooter)
         at = footer_line(app).index("F1 Help")
         await pilot.click(KeysFooter, offset=(at + 1, 0))
         await pilot.pause(0.1)
@@ -466,3 +465,26 @@ async def test_a_resize_rewraps_each_transcript_and_keeps_its_end_in_view(pg_ser
         rows = panel_rows(app, "A")
         assert any("ok in" in r for r in rows), f"the transcript's end is out of view: {rows}"
         assert max(len(strip.text.rstrip()) for strip in log.lines if strip.text.startswith("-- ")) <= log.size.width
+
+
+async def test_the_lock_view_on_mariadb_names_threads_and_metadata_locks(mysql_server):
+    async with running_app(size=(160, 48), engine="mysql", targets={"mysql": mysql_server}) as (app, pilot):
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 1 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await until(pilot, lambda: badge(app, "B").startswith("BLOCKED"), what="B blocked", timeout=15)
+        await enter(pilot, app, "C", "ALTER TABLE accounts ADD COLUMN note int;")
+        await until(pilot, lambda: badge(app, "C").startswith("BLOCKED"), what="C blocked", timeout=15)
+        await open_locks(app, pilot)
+        await pilot.pause(0.6)
+        text = screen_text(app)
+        for name in "ABC":
+            assert f"{name} · thread {app.race.sessions[name].ident}" in text, text
+        graph = lock_graph(app.race)
+        assert ("B", "A") in {(w.waiter, w.blocker) for w in graph.waits}
+        assert "A" in graph.blockers_of("C") and "metadata lock on accounts" in text
+        assert "metadata lock on accounts" in " ".join(graph.node("A").holds)
+        await pilot.press("escape")
+        await enter(pilot, app, "A", "ROLLBACK;")
+        await finished(pilot, app, "C", 1, timeout=15)

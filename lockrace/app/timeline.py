@@ -456,7 +456,9 @@ class Timeline(Widget, can_focus=True):
         # a compact timeline has no bottom border: a scrolled window says so in the title
         title = words if self.compact and not self.view.follow else self.title_text
         if (self.has_focus if focused is None else focused):  # the keys it answers now, where typing no longer goes to a panel
-            title = f"◆ timeline focused: ←/→ earlier/later · +/- zoom · Home all · End follows · {title}"
+            keys = "←/→ earlier/later · +/- zoom · Home all · End follows"
+            title = f"◆ timeline focused: {keys} · {title}" if (self.size.width or 80) >= 110 else \
+                f"◆ timeline focused: {keys}"
         if self.border_title != title:
             self.border_title = title
 
