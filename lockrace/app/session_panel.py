@@ -105,7 +105,8 @@ class LockLine(Widget):
         whole = f" waits for {lock.describe()}"
         if cell_len(whole) <= width:
             return whole, 1
-        if self.app.size.width >= 120 or getattr(self.app, "terminal_size", (0, 0))[0] >= 120:
+        terminal = getattr(self.app, "terminal_size", None) or (self.app.size.width, 0)
+        if terminal[0] >= 120:  # from 120 columns a lock is never cut: a second line instead
             return whole, 2
         return " " + lock_words(lock, width - 1), 1
 
