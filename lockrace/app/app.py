@@ -210,6 +210,7 @@ class LockraceApp(App[int]):
         self._scenarios: list[Scenario] | None = None
         self._bar_shown: tuple = ()
         self.zoomed: str | None = None  # the session whose panel is zoomed (F10)
+        self._size_seen = None  # the latest resize event's size (see terminal_size)
         self.history_dir = history_dir  # statements kept across runs (None: this run only)
         self.history: History | None = None
         self.sandbox_names = SandboxNames()  # for Ctrl+Space in an input line

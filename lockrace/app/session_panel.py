@@ -197,6 +197,7 @@ class SessionPanel(Vertical):
         self._shown: tuple = ()
         self._next_text: str | None = ""
         self._pending: deque[tuple[str, str]] = deque()  # lines waiting to be drawn, a few per frame
+        self._drawn_width: int | None = None  # the width the transcript was wrapped for
         self._flushing = False
 
     @property
@@ -248,7 +249,7 @@ class SessionPanel(Vertical):
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self.refresh_status)  # the badges fit the new width
         width = event.size.width
-        if width != getattr(self, "_drawn_width", width) and self.session_log.entries:
+        if self._drawn_width not in (None, width) and self.session_log.entries:
             # a RichLog wraps at write time: rewrap the transcript for the new width (and show its end)
             self.call_after_refresh(self._redraw, self.session_log)
         self._drawn_width = width
