@@ -8,6 +8,7 @@ Database tests never skip in CI (CI=true): a missing server fails them.
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
@@ -17,6 +18,8 @@ from lockrace.servers.process import ServerStartError
 from lockrace.servers.target import mysql_target, pg_target
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# the app keeps its statement history across runs: the tests' own, not the user's
+os.environ.setdefault("LOCKRACE_HISTORY_DIR", tempfile.mkdtemp(prefix="lockrace-test-history-"))
 
 
 def _unavailable(what: str, exc: Exception):

@@ -32,6 +32,9 @@ OUTCOME_LINE_STYLES = {
 
 
 SESSION_LOG_LINES = 5000
+# A result's rows and header: a panel draws them unwrapped (a wide result scrolls sideways
+# rather than wrapping into columns nobody can read).  A style that draws as plain text.
+TABLE_STYLE = "none"
 
 
 class SessionLog:
@@ -68,7 +71,7 @@ class SessionLog:
             res = event.result
             error = bool(res.code) or (res.failed and bool(res.message))
             for line in result_lines(res, self.flavor):
-                write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
+                write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else TABLE_STYLE)
             for notice in res.notices:
                 write(notice, themed("italic $lr-dim"))
             if res.outcome in ("refused", "deadlock"):

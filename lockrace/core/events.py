@@ -173,6 +173,10 @@ class StatementBlocked(Event):
     blockers: tuple[str, ...]
     lock: LockInfo | None
     since_ns: int = 0  # statement start
+    budget: Budget | None = None
+    """The budget that bounds this wait, when the server's report changed it from the one
+    the statement started with (MariaDB/MySQL: a metadata-lock wait is bounded by
+    lock_wait_timeout, not innodb_lock_wait_timeout); None: the statement's."""
 
 
 @dataclass(frozen=True)

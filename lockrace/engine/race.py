@@ -877,7 +877,7 @@ class Race:
                         stmt.locks_seen += (report.lock,)
                     stmt.ever_blocked = True
                     self.emit(StatementBlocked(s.name, now, stmt.stmt_id, stmt.blockers, stmt.lock, stmt.started_ns,
-                                               node=s.node))
+                                               budget=stmt.budget, node=s.node))
                     stmt.blocked.set()
             elif stmt.blocked_since is not None and stmt.result is None:
                 stmt.waited_ns += now - stmt.blocked_since

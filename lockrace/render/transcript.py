@@ -65,11 +65,37 @@ def ms(ns: int) -> str:
     return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
 
 
+_UNITS = [("year", 365 * 86400_000), ("day", 86400_000), ("h", 3600_000), ("min", 60_000)]
+
+
+def duration_words(ms_value: float) -> str:
+    """A duration as a learner reads it: '100 ms', '50 s', '5 min', '1 h 30 min', '1 day',
+    '1 year' (never '86400 s' or '3.1536e+07 s')."""
+    if ms_value < 1000:
+        return f"{ms_value:g} ms"
+    if ms_value < 120_000 and (ms_value < 60_000 or ms_value % 60_000):
+        return f"{round(ms_value / 1000, 3):g} s"
+    for i, (unit, size) in enumerate(_UNITS):
+        if ms_value >= size:
+            whole, rest = divmod(ms_value, size)
+            words = f"{int(whole)} {unit}" + ("s" if unit in ("year", "day") and whole != 1 else "")
+            if rest == 0:
+                return words
+            if i + 1 < len(_UNITS) and whole < 10:  # 1 h 30 min; past ten of a unit, tenths of it
+                smaller, small_size = _UNITS[i + 1]
+                if rest % small_size == 0:
+                    n = int(rest // small_size)
+                    return f"{words} {n} {smaller}" + ("s" if smaller == "day" and n != 1 else "")
+            value = round(ms_value / size, 1)
+            return f"{value:g} {unit}" + ("s" if unit in ("year", "day") and value != 1 else "")
+    return f"{round(ms_value / 1000, 3):g} s"
+
+
 def budget_amount(budget) -> str:
-    """'100 ms', '1 s'; empty for no budget or a zero one (NOWAIT)."""
+    """'100 ms', '1 s', '1 day'; empty for no budget or a zero one (NOWAIT)."""
     if budget is None or budget.ms == 0:
         return ""
-    return f"{budget.ms:g} ms" if budget.ms < 1000 else f"{budget.ms / 1000:g} s"
+    return duration_words(budget.ms)
 
 
 def budget_text(budget) -> str:
