@@ -488,3 +488,21 @@ async def test_the_lock_view_on_mariadb_names_threads_and_metadata_locks(mysql_s
         await pilot.press("escape")
         await enter(pilot, app, "A", "ROLLBACK;")
         await finished(pilot, app, "C", 1, timeout=15)
+
+
+async def test_a_blocked_panel_keeps_the_waiting_statement_in_view_at_80x24(pg_server):
+    # the wait and lock lines take rows from the transcript: its end (the statement that waits) stays shown
+    async with running_app(size=(80, 24), targets={"postgres": pg_server}) as (app, pilot):
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = 1 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await enter(pilot, app, "B", "SELECT 1 AS one;")
+        await finished(pilot, app, "B", 1)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+        await until(pilot, lambda: badge(app, "B").startswith("BLOCKED by"), what="B blocked", timeout=15)
+        await until(pilot, lambda: app.panels["B"].status.running.lock is not None, what="B's lock")
+        await pilot.pause(0.5)
+        rows = panel_rows(app, "B")
+        assert any("WHERE id" in r or "B> UPDATE" in r for r in rows), f"the waiting statement is out of view: {rows}"
+        await enter(pilot, app, "A", "ROLLBACK;")
+        await finished(pilot, app, "B", 2, timeout=15)

@@ -267,11 +267,16 @@ class SessionPanel(Vertical):
         self._shown = shown
         self._retitle()
         line.update(badges, layout=False)  # one line, always: no relayout
+        shrunk = False
         if self._wait_line.display != blocked:
             self._wait_line.display = blocked
+            shrunk = True
         if self._lock_line.display != (lock is not None):
             self._lock_line.display = lock is not None
+            shrunk = True
         self._lock_line.refresh(layout=True)
+        if shrunk:  # the transcript got or lost lines: keep its end (the statement that waits) in view
+            self.call_after_refresh(self.transcript.scroll_end, animate=False)
         self.set_class(blocked, "blocked")
 
     def _retitle(self) -> None:
