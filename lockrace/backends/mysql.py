@@ -1181,6 +1181,11 @@ class MySQLBackend(Backend):
                 what = "VIEW" if kind == "VIEW" else "TABLE"
                 cur.execute(f"DROP {what} IF EXISTS `{self.sandbox}`.`{name}`")
             cur.execute("SET FOREIGN_KEY_CHECKS = 1")
+            # a scenario's stored functions and procedures go too: its setup creates them anew
+            cur.execute("SELECT ROUTINE_NAME, ROUTINE_TYPE FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s"
+                        " AND ROUTINE_TYPE IN ('FUNCTION', 'PROCEDURE')", (self.sandbox,))
+            for name, kind in cur.fetchall():
+                cur.execute(f"DROP {kind} IF EXISTS `{self.sandbox}`.`{name.replace('`', '``')}`")
 
         await self._sandbox_ddl("empty", work)
 
