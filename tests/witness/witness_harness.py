@@ -97,16 +97,18 @@ def lockrace_answer(result: StatementResult | None, engine: str) -> Answer:
     if result is None:
         return Answer([], error="no answer")
     sets = []
-    for r in result.succeeded:
+    # an answer that is no server's result (the connection was lost, a driver failure) has no result set
+    failed = result.outcome in ("connection_lost", "error", "cancelled") and not result.code
+    for r in (result.result_sets if failed else result.succeeded):
         rows = [tuple(row) for row in r.rows] if r.has_rows else None
         if engine == "postgres":
             sets.append((r.tag, rows))
         else:
             sets.append((r.rowcount if not r.has_rows else None, rows))
-    if result.outcome == "connection_lost":
-        error = "connection lost"
-    elif result.code:
+    if result.code:
         error = result.code if engine == "postgres" else f"{result.code}/{result.sqlstate}"
+    elif result.outcome == "connection_lost":
+        error = "connection lost"
     elif result.outcome in ("error", "cancelled"):
         error = f"lockrace: {result.outcome}: {result.message}"
     else:
@@ -170,9 +172,12 @@ def _pg_run(conn: psycopg.Connection, sql: str) -> Answer:
         select.select([], [pgconn.socket], [], 1.0)
     sets, error = [], None
     while True:
-        while pgconn.is_busy():
-            select.select([pgconn.socket], [], [], 1.0)
-            pgconn.consume_input()
+        try:
+            while pgconn.is_busy():
+                select.select([pgconn.socket], [], [], 1.0)
+                pgconn.consume_input()
+        except psycopg.OperationalError:
+            pass  # the server closed the connection: what it said before is in the results
         res = pgconn.get_result()
         if res is None:
             break
@@ -258,6 +263,7 @@ class RawRace:
     def __init__(self, backend, names: list[str]):
         self.backend = backend
         self.engine = backend.engine
+        self._innodb_at, self._innodb_waiting = 0.0, set()
         self.monitor = self._connect(monitor=True)
         self.sessions = {name: RawSession(self.engine, self._connect(), name) for name in names}
 
@@ -289,9 +295,13 @@ class RawRace:
                 (ident, ident, others)).fetchone()
             return bool(row[0])
         cur = self.monitor.cursor()
-        cur.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX"
-                    " WHERE trx_mysql_thread_id = %s AND trx_state = 'LOCK WAIT'", (ident,))
-        if cur.fetchone()[0]:
+        # InnoDB answers from a cache it refreshes only after 100 ms without a read:
+        # asked more often, it would never show a wait that began after the first read
+        if time.monotonic() - self._innodb_at > 0.105:
+            cur.execute("SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
+            self._innodb_waiting = {int(r[0]) for r in cur.fetchall()}
+            self._innodb_at = time.monotonic()
+        if ident in self._innodb_waiting:
             return True
         cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s"
                     " AND (STATE LIKE 'Waiting for%%lock%%' OR STATE = 'User lock')", (ident,))
