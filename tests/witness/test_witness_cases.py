@@ -89,6 +89,35 @@ PG_CASES = [
         S("A", "SELECT 1; SELECT 1/0; SELECT 3"), S("A", "SHOW lock_timeout")]),
 ]
 
+PG_CASES += [
+    # the answer's corners: empty statements, several statements, notices, large results
+    Case("protocol-corners", PG_JOBS, [
+        S("A", "-- only a comment"), S("A", ";"), S("A", "SELECT 1;;SELECT 2"), S("A", "COMMIT"),
+        S("A", "ROLLBACK; BEGIN; SET LOCAL lock_timeout = '1s'; SHOW lock_timeout"), S("A", "SAVEPOINT x; COMMIT"),
+        S("A", "SELECT g, md5(g::text) FROM generate_series(1, 2500) g"),
+        S("A", "DO $$BEGIN RAISE NOTICE 'hello %', 1; RAISE WARNING 'careful'; END$$"),
+        S("A", "SET statement_timeout = '100ms'"), S("A", "SELECT pg_sleep(1)"), S("A", "RESET statement_timeout"),
+        S("A", "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE"),
+        S("A", "BEGIN"), S("A", "SHOW transaction_isolation"), S("A", "DISCARD ALL"), S("A", "END"),
+        S("A", "DISCARD ALL"), S("A", "SHOW transaction_isolation"), S("A", "RESET ALL"),
+        S("A", "SELECT set_config('lock_timeout', '250ms', false)"), S("A", "SHOW lock_timeout")]),
+    Case("prepared-transaction-finished-elsewhere", PG_JOBS, [
+        S("A", "BEGIN"), S("A", "INSERT INTO jobs VALUES (7, 'prepared')"), S("A", "PREPARE TRANSACTION 'witness-1'"),
+        S("A", "SELECT count(*) FROM jobs"), S("B", "SELECT * FROM jobs WHERE id = 7"),
+        S("B", "COMMIT PREPARED 'witness-1'"), S("B", "SELECT * FROM jobs WHERE id = 7"),
+        S("A", "PREPARE TRANSACTION 'witness-2'"), S("A", "ROLLBACK PREPARED 'witness-2'")]),
+    Case("listen-notify", PG_JOBS, [
+        S("A", "LISTEN jobs_changed"), S("B", "NOTIFY jobs_changed, 'one'"), S("A", "SELECT 1"),
+        S("B", "BEGIN"), S("B", "SELECT pg_notify('jobs_changed', 'two')"), S("B", "COMMIT"),
+        S("A", "UNLISTEN *"), S("A", "SELECT 2")]),
+    Case("lock-errors-outside-a-transaction", PG_JOBS, [
+        S("A", "BEGIN"), S("A", "LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE"),
+        S("B", "SET lock_timeout = '100ms'"), S("B", "SELECT * FROM jobs"),
+        S("B", "LOCK TABLE jobs IN SHARE MODE NOWAIT"), S("B", "SELECT * FROM jobs FOR UPDATE NOWAIT"),
+        S("B", "SELECT 1"), S("B", "SET lock_timeout = 0; SELECT 2"), S("A", "ROLLBACK"),
+        S("B", "SELECT * FROM jobs WHERE id = 1 FOR UPDATE NOWAIT"), S("B", "SHOW lock_timeout")]),
+]
+
 MY_JOBS = ["CREATE TABLE jobs (id int PRIMARY KEY, task varchar(40) NOT NULL) ENGINE=InnoDB",
            "INSERT INTO jobs VALUES (1, 'send email'), (2, 'resize image'), (3, 'build report')"]
 MY_VOLATILE = MY_JOBS + [
@@ -148,6 +177,21 @@ MY_CASES = [
         S("B", "SELECT * FROM jobs WHERE id = 1 FOR UPDATE NOWAIT"),
         S("B", "ROLLBACK TO SAVEPOINT s1"), S("B", "UPDATE jobs SET task = 'B3' WHERE id = 3"),
         S("B", "COMMIT"), S("A", "COMMIT")]),
+    Case("autocommit-off-and-corners-mariadb", MY_VOLATILE, [
+        S("A", "SET autocommit = 0"), S("A", "UPDATE jobs SET task = 'held' WHERE id = 1"),
+        S("B", "SET SESSION innodb_lock_wait_timeout = 1"), S("B", "SELECT * FROM jobs WHERE id = 1 FOR UPDATE"),
+        S("B", "SELECT id FROM jobs ORDER BY id FOR UPDATE SKIP LOCKED"), S("A", "SELECT @@in_transaction"),
+        S("A", "COMMIT"), S("A", "SELECT @@in_transaction"), S("A", "INSERT INTO orders (note) VALUES ('z')"),
+        S("A", "SET autocommit = 1"), S("A", "SELECT @@in_transaction, LAST_INSERT_ID()"),
+        S("A", "SELECT seq FROM seq_1_to_2500"), S("A", "SELECT 1; SELECT nosuch; SELECT 3"),
+        S("A", "SET STATEMENT max_statement_time = 0.1 FOR SELECT SLEEP(1)"),
+        S("A", "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT @@innodb_lock_wait_timeout"),
+        S("A", "SELECT @@innodb_lock_wait_timeout"), S("A", "DO 1"), S("A", "-- a comment only"),
+        S("A", "SET @x = 5; SELECT @x")]),
+    Case("xa-transaction-finished-elsewhere-mariadb", MY_JOBS, [
+        S("A", "XA START 'witness-1'"), S("A", "INSERT INTO jobs VALUES (7, 'xa')"), S("A", "XA END 'witness-1'"),
+        S("A", "XA PREPARE 'witness-1'"), S("A", "SELECT 1"), S("B", "XA RECOVER"),
+        S("A", "XA COMMIT 'witness-1'"), S("B", "SELECT * FROM jobs WHERE id = 7")]),
 ]
 
 

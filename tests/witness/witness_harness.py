@@ -78,11 +78,12 @@ class Answer:
     sets: list[tuple]
     error: str | None = None
     warnings: int = 0
+    notices: tuple[str, ...] = ()  # PostgreSQL's notices and warnings ("WARNING:  ..."), in order
 
     def masked(self, ignore: dict[str, str]) -> "Answer":
         sets = [(None if "tag" in ignore else tag, None if "rows" in ignore and rows is not None else rows)
                 for tag, rows in self.sets]
-        return Answer(sets, self.error, self.warnings)
+        return Answer(sets, self.error, self.warnings, () if "notices" in ignore else self.notices)
 
 
 @dataclass
@@ -104,7 +105,7 @@ def lockrace_answer(result: StatementResult | None, engine: str) -> Answer:
         if engine == "postgres":
             sets.append((r.tag, rows))
         else:
-            sets.append((r.rowcount if not r.has_rows else None, rows))
+            sets.append((r.rowcount, rows))  # affected rows, or rows returned in all
     if result.code:
         error = result.code if engine == "postgres" else f"{result.code}/{result.sqlstate}"
     elif result.outcome == "connection_lost":
@@ -119,7 +120,9 @@ def lockrace_answer(result: StatementResult | None, engine: str) -> Answer:
             word = note.split(" ", 1)[0]
             if note.split(" ")[1:2] and note.split(" ")[1].startswith("warning") and word.isdigit():
                 warnings = int(word)
-    return Answer(sets, error, warnings)
+    notices = tuple(n for n in result.notices if not n.startswith("Asynchronous notification")) \
+        if engine == "postgres" else ()
+    return Answer(sets, error, warnings, notices)
 
 
 # --------------------------------------------------------------- raw sessions
@@ -165,6 +168,8 @@ class RawSession:
 def _pg_run(conn: psycopg.Connection, sql: str) -> Answer:
     """The simple query protocol, straight on libpq, as psql sends a line."""
     pgconn = conn.pgconn
+    notices: list[str] = []
+    conn._witness_notices = notices  # filled by the connection's notice handler (see RawRace._connect)
     if pgconn.status != pq.ConnStatus.OK:
         return Answer([], error="connection lost")
     pgconn.send_query(sql.encode())
@@ -193,7 +198,7 @@ def _pg_run(conn: psycopg.Connection, sql: str) -> Answer:
             error = code.decode() if code else "connection lost"
     if pgconn.status != pq.ConnStatus.OK and error is None:
         error = "connection lost"
-    return Answer(sets, error)
+    return Answer(sets, error, notices=tuple(notices))
 
 
 def _my_run(conn, sql: str) -> Answer:
@@ -203,7 +208,8 @@ def _my_run(conn, sql: str) -> Answer:
         cur.execute(sql)
         while True:
             if cur.description is not None:
-                sets.append((None, [tuple(r) for r in cur.fetchall()]))
+                rows = [tuple(r) for r in cur.fetchall()]
+                sets.append((len(rows), rows[:ROW_LIMIT]))
             else:
                 sets.append((cur.rowcount, None))
             warnings = getattr(cur._result, "warning_count", 0) or 0
@@ -274,6 +280,9 @@ class RawRace:
             conn = psycopg.Connection.connect(target.conninfo, autocommit=True,
                                               application_name="witness-monitor" if monitor else "witness",
                                               options=" ".join(options))
+            conn._witness_notices = []
+            conn.add_notice_handler(lambda d, c=conn: c._witness_notices.append(
+                f"{d.severity_nonlocalized or d.severity}:  {d.message_primary}"))
             return conn
         kwargs = dict(target.mysql_kwargs)
         if monitor:
