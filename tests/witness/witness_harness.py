@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import psycopg
 import pymysql
 from psycopg import pq
+import pymysql.constants
 from pymysql.constants import CLIENT
 
 from lockrace.core.events import ROW_LIMIT, StatementResult
@@ -79,11 +80,22 @@ class Answer:
     error: str | None = None
     warnings: int = 0
     notices: tuple[str, ...] = ()  # PostgreSQL's notices and warnings ("WARNING:  ..."), in order
+    txn: str | None = None
+    """The session's transaction state after it, as the protocol says (libpq's status;
+    MariaDB's status flags, which an error packet does not carry: None then).  lockrace
+    shows it in the panel; compared where both sides know it."""
 
     def masked(self, ignore: dict[str, str]) -> "Answer":
         sets = [(None if "tag" in ignore else tag, None if "rows" in ignore and rows is not None else rows)
                 for tag, rows in self.sets]
-        return Answer(sets, self.error, self.warnings, () if "notices" in ignore else self.notices)
+        return Answer(sets, self.error, self.warnings, () if "notices" in ignore else self.notices, self.txn)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Answer):
+            return NotImplemented
+        same_txn = self.txn is None or other.txn is None or self.txn == other.txn
+        return (self.sets, self.error, self.warnings, self.notices) == \
+            (other.sets, other.error, other.warnings, other.notices) and same_txn
 
 
 @dataclass
@@ -94,7 +106,7 @@ class Outcome:
 
 # ------------------------------------------------------ lockrace's answers
 
-def lockrace_answer(result: StatementResult | None, engine: str) -> Answer:
+def lockrace_answer(result: StatementResult | None, engine: str, txn: str = "") -> Answer:
     if result is None:
         return Answer([], error="no answer")
     sets = []
@@ -122,7 +134,8 @@ def lockrace_answer(result: StatementResult | None, engine: str) -> Answer:
                 warnings = int(word)
     notices = tuple(n for n in result.notices if not n.startswith("Asynchronous notification")) \
         if engine == "postgres" else ()
-    return Answer(sets, error, warnings, notices)
+    known = txn and (engine == "postgres" or error is None)
+    return Answer(sets, error, warnings, notices, txn if known else None)
 
 
 # --------------------------------------------------------------- raw sessions
@@ -198,7 +211,11 @@ def _pg_run(conn: psycopg.Connection, sql: str) -> Answer:
             error = code.decode() if code else "connection lost"
     if pgconn.status != pq.ConnStatus.OK and error is None:
         error = "connection lost"
-    return Answer(sets, error, notices=tuple(notices))
+    return Answer(sets, error, notices=tuple(notices), txn=_PG_TXN.get(pgconn.transaction_status, "closed"))
+
+
+_PG_TXN = {pq.TransactionStatus.IDLE: "idle", pq.TransactionStatus.INTRANS: "in transaction",
+           pq.TransactionStatus.INERROR: "failed transaction"}
 
 
 def _my_run(conn, sql: str) -> Answer:
@@ -228,7 +245,10 @@ def _my_run(conn, sql: str) -> Answer:
             cur.close()
         except Exception:
             pass
-    return Answer(sets, error, warnings if error is None else 0)
+    if error is not None:
+        return Answer(sets, error)
+    in_trans = bool(conn.server_status & pymysql.constants.SERVER_STATUS.SERVER_STATUS_IN_TRANS)
+    return Answer(sets, error, warnings, txn="in transaction" if in_trans else "idle")
 
 
 class _SqlstatePacket(pymysql.connections.MysqlPacket):
@@ -447,7 +467,7 @@ async def run_lockrace(backend, case: Case) -> Outcome:
         records = scheduler.report.records
     finally:
         await race.close()
-    answers = [lockrace_answer(rec.result, backend.engine) for rec in records]
+    answers = [lockrace_answer(rec.result, backend.engine, rec.txn_after) for rec in records]
     return Outcome(answers, await asyncio.to_thread(dump_tables, backend))
 
 
@@ -488,7 +508,7 @@ async def run_scenario_lockrace(backend, scenario: model.Scenario) -> Outcome:
     finally:
         await race.close()
     assert not report.setup_error, report.setup_error
-    answers = [lockrace_answer(rec.result, backend.engine) for rec in report.records]
+    answers = [lockrace_answer(rec.result, backend.engine, rec.txn_after) for rec in report.records]
     tables = await asyncio.to_thread(dump_tables, backend)
     await backend.run_admin(scenario.teardown_for(backend.flavor))
     return Outcome(answers, tables)
