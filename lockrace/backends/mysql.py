@@ -53,11 +53,26 @@ class _Packet(pymysql.connections.MysqlPacket):
             raise
 
 
+def _eof_status(payload: bytes) -> int | None:
+    """The server's status flags in an EOF packet (None: not an EOF packet)."""
+    if payload[:1] == b"\xfe" and 5 <= len(payload) < 9:
+        return int.from_bytes(payload[3:5], "little")
+    return None
+
+
 class _Connection(pymysql.connections.Connection):
+    """PyMySQL's connection, which also takes the status flags of the EOF packet that
+    ends a result set (PyMySQL keeps only an OK packet's): a SELECT that begins a
+    transaction (autocommit off) says so only there."""
+
     def _read_packet(self, packet_type=_Packet):
         if packet_type is pymysql.connections.MysqlPacket:
             packet_type = _Packet
-        return super()._read_packet(packet_type)
+        packet = super()._read_packet(packet_type)
+        status = _eof_status(packet.get_all_data())
+        if status is not None:
+            self.server_status = status
+        return packet
 
 
 # Encoders for query arguments, but no decoders: values come back as the
@@ -127,6 +142,9 @@ def _count_rest(cur) -> int:
             result.unbuffered_active = False
             _Packet(payload, conn.encoding).raise_for_error()
         if payload[:1] == b"\xfe" and length < 9:  # EOF: the end of this result set
+            status = _eof_status(payload)
+            if status is not None:
+                conn.server_status = status
             result._check_packet_is_eof(pymysql.protocol.MysqlPacket(payload, conn.encoding))
             result.unbuffered_active = False
             result.connection = None

@@ -188,6 +188,13 @@ MY_CASES = [
         S("A", "SET STATEMENT innodb_lock_wait_timeout = 1 FOR SELECT @@innodb_lock_wait_timeout"),
         S("A", "SELECT @@innodb_lock_wait_timeout"), S("A", "DO 1"), S("A", "-- a comment only"),
         S("A", "SET @x = 5; SELECT @x")]),
+    # a SELECT that begins a transaction (autocommit off) says so only in its closing EOF packet
+    Case("transaction-begun-by-a-select-mariadb", MY_JOBS, [
+        S("A", "SET autocommit = 0"), S("A", "SELECT task FROM jobs WHERE id = 1"),
+        S("B", "UPDATE jobs SET task = '999' WHERE id = 1"), S("A", "SELECT task FROM jobs WHERE id = 1"),
+        S("A", "COMMIT"), S("A", "SELECT task FROM jobs WHERE id = 1"), S("A", "SELECT @@in_transaction"),
+        S("A", "ROLLBACK; SELECT 1"), S("A", "SET autocommit = 1"), S("A", "START TRANSACTION; SELECT 2"),
+        S("A", "COMMIT; SELECT 3"), S("A", "BEGIN"), S("A", "SELECT 4; COMMIT")]),
     Case("xa-transaction-finished-elsewhere-mariadb", MY_JOBS, [
         S("A", "XA START 'witness-1'"), S("A", "INSERT INTO jobs VALUES (7, 'xa')"), S("A", "XA END 'witness-1'"),
         S("A", "XA PREPARE 'witness-1'"), S("A", "SELECT 1"), S("B", "XA RECOVER"),

@@ -33,3 +33,30 @@ async def test_fresh_sandbox_has_no_stored_routines_left(engine, backend):
     assert await asyncio.to_thread(_routines, backend) == []
     await backend.run_admin(setup)  # the same setup again, as the next run does
     await backend.reset_sandbox()
+
+
+@pytest.mark.parametrize("engine", ["mysql"])
+async def test_a_select_that_begins_a_transaction_shows_it(engine, backend, make_race):
+    """With autocommit off a SELECT begins a transaction; the server says so in the
+    status flags of the EOF packet that ends its rows, which PyMySQL does not keep:
+    lockrace showed the session idle while it held a transaction (and its snapshot)."""
+    race = await make_race(backend, names=("A",))
+    await backend.run_admin(["CREATE TABLE jobs (id int PRIMARY KEY) ENGINE=InnoDB", "INSERT INTO jobs VALUES (1)"])
+    session = race.sessions["A"]
+    assert (await race.run("A", "SET autocommit = 0")).outcome == "ok"
+    await race.settled("A")
+    assert session.txn == "idle"
+    for _ in range(2):  # once on the thread's way, once (a short answer) on the loop's
+        result = await race.run("A", "SELECT id FROM jobs")
+        await race.settled("A")
+        assert result.rows == [("1",)]
+        assert session.txn == "in transaction"
+    rows = (await race.run("A", "SELECT @@in_transaction")).rows
+    await race.settled("A")
+    assert rows == [("1",)] and session.txn == "in transaction"
+    await race.run("A", "COMMIT")
+    await race.settled("A")
+    assert session.txn == "idle"
+    big = await race.run("A", "SELECT seq FROM jobs, seq_1_to_3000")  # rows beyond the kept ones are only counted
+    await race.settled("A")
+    assert big.row_count == 3000 and session.txn == "in transaction"

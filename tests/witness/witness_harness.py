@@ -274,10 +274,18 @@ def _sqlstate(conn) -> str:
 
 
 class _RawMyConnection(pymysql.connections.Connection):
+    """PyMySQL, keeping what it drops: an error's SQLSTATE, and the status flags of the
+    EOF packet that ends a result set (it keeps only an OK packet's): a SELECT that
+    begins a transaction (autocommit off) says so only there."""
+
     def _read_packet(self, packet_type=pymysql.connections.MysqlPacket):
         if packet_type is pymysql.connections.MysqlPacket:
             packet_type = _SqlstatePacket
-        return super()._read_packet(packet_type)
+        packet = super()._read_packet(packet_type)
+        data = packet.get_all_data()
+        if data[:1] == b"\xfe" and 5 <= len(data) < 9:
+            self.server_status = int.from_bytes(data[3:5], "little")
+        return packet
 
 
 # --------------------------------------------------------------- raw runs
