@@ -163,6 +163,7 @@ class RawSession:
 
     def submit(self, sql: str) -> Future:
         fut: Future = Future()
+        fut.sent_at = time.monotonic()  # what the server says of this statement is news from then on
         self.jobs.put((sql, fut))
         return fut
 
@@ -297,7 +298,7 @@ class RawRace:
     def __init__(self, backend, names: list[str]):
         self.backend = backend
         self.engine = backend.engine
-        self._innodb_at, self._innodb_waiting = 0.0, set()
+        self._innodb_at, self._innodb_read, self._innodb_waiting = 0.0, 0.0, set()
         self.monitor = self._connect(monitor=True)
         self.sessions = {name: RawSession(self.engine, self._connect(), name) for name in names}
 
@@ -323,8 +324,9 @@ class RawRace:
             self.sessions[name] = RawSession(self.engine, self._connect(), name)
         return self.sessions[name]
 
-    def waiting(self, ident: int) -> bool:
-        """Does the server report this backend waiting for a lock?"""
+    def waiting(self, ident: int, since: float = 0.0) -> bool | None:
+        """Does the server report this backend waiting for a lock?  None: it cannot tell
+        yet about a statement sent at ``since`` (MariaDB's InnoDB views are a snapshot)."""
         if self.engine == "postgres":
             others = [s.ident for s in self.sessions.values() if s.ident != ident]
             row = self.monitor.execute(
@@ -334,15 +336,19 @@ class RawRace:
         cur = self.monitor.cursor()
         # InnoDB answers from a cache it refreshes only after 100 ms without a read:
         # asked more often, it would never show a wait that began after the first read
-        if time.monotonic() - self._innodb_at > 0.105:
+        # (and a snapshot read before the statement was sent says nothing about it)
+        if time.monotonic() - self._innodb_read > 0.105:
+            taken = time.monotonic()
             cur.execute("SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'")
             self._innodb_waiting = {int(r[0]) for r in cur.fetchall()}
-            self._innodb_at = time.monotonic()
-        if ident in self._innodb_waiting:
-            return True
+            self._innodb_at, self._innodb_read = taken, time.monotonic()
         cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s"
                     " AND (STATE LIKE 'Waiting for%%lock%%' OR STATE = 'User lock')", (ident,))
-        return bool(cur.fetchone()[0])
+        if cur.fetchone()[0]:
+            return True  # a metadata lock or GET_LOCK(): the process list is read afresh each time
+        if self._innodb_at < since:
+            return None
+        return ident in self._innodb_waiting
 
     def cancel(self, ident: int) -> None:
         if self.engine == "postgres":
@@ -355,7 +361,7 @@ class RawRace:
         while time.monotonic() < end:
             if fut.done():
                 return True
-            if self.waiting(session.ident):
+            if self.waiting(session.ident, fut.sent_at):
                 return True
             time.sleep(BLOCK_POLL_S)
         return fut.done()
@@ -415,7 +421,11 @@ def _collect(raw: RawRace, pending: dict, answers: list, due) -> None:
             s, fut = pending.pop(j)
             answers[j] = raw.await_done(s, fut)
     for j, (s, fut) in list(pending.items()):
-        if not raw.waiting(s.ident):
+        said = raw.waiting(s.ident, fut.sent_at)
+        while said is None and not fut.done():
+            time.sleep(BLOCK_POLL_S)
+            said = raw.waiting(s.ident, fut.sent_at)
+        if not said:
             answers[j] = raw.await_done(s, fut)
             del pending[j]
 
