@@ -29,6 +29,7 @@ import pymysql.protocol
 from pymysql.constants import CLIENT, COMMAND, SERVER_STATUS
 
 from ..core import prepared as prepared_mod
+from ..core.sqltext import try_statements, words
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
@@ -51,6 +52,33 @@ class _Packet(pymysql.connections.MysqlPacket):
         except pymysql.MySQLError as exc:
             exc.sqlstate = sqlstate
             raise
+
+
+# errors that come before a statement runs at all: it did not parse (or was empty)
+_NOT_PARSED = frozenset({"1064", "1065", "1149"})
+# statements the server commits the open transaction for before it runs them
+# (so even when they then fail): MariaDB/MySQL "Statements That Cause an Implicit Commit"
+_COMMITTING = frozenset({"ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE", "GRANT", "REVOKE", "LOCK", "ANALYZE",
+                         "CHECK", "OPTIMIZE", "REPAIR", "FLUSH", "CACHE", "LOAD"})
+
+
+# a cheap look first (this is on a refusal's way to the caller): a statement of the text
+# may begin with one of those words
+_MAY_COMMIT = re.compile(r"(?:^|;)\s*(?:" + "|".join(sorted(_COMMITTING)) + r")\b", re.IGNORECASE)
+
+
+def _commits_first(sql: str, index: int) -> bool:
+    """Whether statement ``index`` of ``sql`` commits the open transaction before it runs
+    (CREATE/DROP TEMPORARY TABLE do not; LOAD only as LOAD INDEX)."""
+    if not _MAY_COMMIT.search(sql):
+        return False
+    stmts = try_statements(sql, "mysql")
+    if not stmts or index >= len(stmts):
+        return False
+    first = words(stmts[index], 4)
+    if not first or first[0] not in _COMMITTING or "TEMPORARY" in first:
+        return False
+    return first[0] != "LOAD" or first[1:2] == ("INDEX",)
 
 
 def _eof_status(payload: bytes) -> int | None:
@@ -329,20 +357,23 @@ class MySQLSession(SocketWatch, SessionConnection):
             self._lock.acquire()
         try:
             result = self._execute(sql, sent_ns)
-            self._needs_status(result)
+            self._needs_status(result, sql)
         finally:
             self._lock.release()
         return result
 
-    def _needs_status(self, result: StatementResult) -> bool:
+    def _needs_status(self, result: StatementResult, sql: str = "") -> bool:
         """An error packet carries no status flags: the session's transaction state
         after an error is worked out from what the server does on that error, not
         read back (a statement of lockrace's on the session's connection would
         change what the user's next statement sees).  A deadlock rolls back the
         whole transaction, and so does a lock wait timeout under
-        innodb_rollback_on_timeout; any other error leaves the transaction as it
-        was.  The flags are set accordingly; nothing is left to read (False)."""
-        if result.code == "1213" or result.code == "1205" and self.rollback_on_timeout:
+        innodb_rollback_on_timeout; a statement that commits implicitly (ALTER,
+        CREATE, DROP, TRUNCATE, ...) has committed it before it failed, unless it
+        did not even parse; any other error leaves the transaction as it was.
+        The flags are set accordingly; nothing is left to read (False)."""
+        if result.code == "1213" or result.code == "1205" and self.rollback_on_timeout \
+                or result.code and result.code not in _NOT_PARSED and _commits_first(sql, len(result.result_sets)):
             self.conn.server_status &= ~SERVER_STATUS.SERVER_STATUS_IN_TRANS
         return False
 

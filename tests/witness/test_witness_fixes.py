@@ -60,3 +60,34 @@ async def test_a_select_that_begins_a_transaction_shows_it(engine, backend, make
     big = await race.run("A", "SELECT seq FROM jobs, seq_1_to_3000")  # rows beyond the kept ones are only counted
     await race.settled("A")
     assert big.row_count == 3000 and session.txn == "in transaction"
+
+
+@pytest.mark.parametrize("engine", ["mysql"])
+async def test_a_failed_ddl_has_committed_the_transaction(engine, backend, make_race):
+    """A statement that commits implicitly commits the open transaction before it runs,
+    so also when it then fails (a table that exists, one that does not): lockrace
+    went on showing the transaction open.  One that does not parse commits nothing,
+    nor does CREATE TEMPORARY TABLE."""
+    race = await make_race(backend, names=("A",))
+    await backend.run_admin(["CREATE TABLE jobs (id int PRIMARY KEY) ENGINE=InnoDB"])
+    session = race.sessions["A"]
+
+    async def run(sql):
+        result = await race.run("A", sql)
+        await race.settled("A")
+        return result
+
+    cases = [("CREATE TABLE jobs (id int)", "1050", "idle"), ("DROP TABLE nosuch", "1051", "idle"),
+             ("SELECT 1; ALTER TABLE nosuch ADD x int", "1146", "idle"), ("CREATE TABLEE x", "1064", "in transaction"),
+             ("CREATE TEMPORARY TABLE jobs (id int); CREATE TEMPORARY TABLE jobs (id int)", "1050", "in transaction"),
+             ("SELECT * FROM nosuch", "1146", "in transaction")]
+    for sql, code, state in cases:
+        await run("BEGIN")
+        await run("INSERT INTO jobs VALUES (1)")
+        assert (await run(sql)).code == code, sql
+        assert session.txn == state, sql
+        truth = (await run("SELECT @@in_transaction")).rows
+        assert truth == [("1",) if state == "in transaction" else ("0",)], sql
+        await run("ROLLBACK")
+        await run("DROP TEMPORARY TABLE IF EXISTS jobs")
+        await run("DELETE FROM jobs")
