@@ -4,7 +4,7 @@ ROLLBACK over a few tables) through lockrace and through raw driver connections,
 compared statement by statement and by the tables' final contents (see
 witness_harness.py).  The seeds are fixed: a failure names its seed and replays.
 
-Every session bounds its lock waits first (PostgreSQL: lock_timeout below
+Every session bounds its lock waits first (PostgreSQL: lock_timeout 600-900 ms, below
 deadlock_timeout, so that a cycle ends by the waiters' own timeouts, in the order
 they began to wait; MariaDB: innodb_lock_wait_timeout = 1 s, a deadlock is
 detected at once), so that a step sent to a session still waiting costs at most
@@ -35,7 +35,7 @@ MY_LEVELS = ("READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE")
 
 def _pg_statement(r: random.Random) -> str:
     t, k = r.choice(TABLES), r.choice((1, 1, 1, 2, 2, 3, 5))
-    ms = r.randrange(300, 701, 50)
+    ms = r.randrange(600, 901, 50)
     return _pick(r, [
         lambda: "BEGIN",
         lambda: f"BEGIN ISOLATION LEVEL {r.choice(PG_LEVELS)}",
@@ -114,7 +114,7 @@ def _pick(r: random.Random, makers) -> str:
 
 def generate(engine: str, seed: int) -> Case:
     r = random.Random(seed)
-    first = "SET lock_timeout = '500ms'" if engine == "postgres" else "SET SESSION innodb_lock_wait_timeout = 1"
+    first = "SET lock_timeout = '800ms'" if engine == "postgres" else "SET SESSION innodb_lock_wait_timeout = 1"
     steps = [Step(s, first) for s in SESSIONS]
     statement = _pg_statement if engine == "postgres" else _my_statement
     steps += [Step(r.choice(SESSIONS), statement(r)) for _ in range(STEPS)]

@@ -14,6 +14,11 @@ CASES = [(p, e) for p in builtin_paths() for e in load(p).engines if e in ENGINE
 
 # What legitimately differs run to run, by scenario and step number, with the reason.
 IGNORE: dict[tuple[str, str], dict[int, dict[str, str]]] = {}
+# Which session is the deadlock victim depends on whether the second UPDATE reaches the
+# server within deadlock_timeout (200 / 500 ms) of the first one's wait: on a loaded
+# machine either side of the comparison can miss that.  Compared up to three times;
+# they must agree once (a difference lockrace makes would not come and go).
+TIMED = {("pg-deadlock", "postgres"), ("pg-mysql-deadlock-one-victim", "postgres")}
 
 
 def test_every_single_server_scenario_is_compared():
@@ -24,4 +29,10 @@ def test_every_single_server_scenario_is_compared():
 async def test_witness_builtin_scenario(path, engine, backend):
     scenario = load(path)
     ignore = IGNORE.get((path.stem, engine), {})
-    assert await compare_scenario(backend, scenario, ignore) == []
+    seen = []
+    for _ in range(3 if (path.stem, engine) in TIMED else 1):
+        found = await compare_scenario(backend, scenario, ignore)
+        if not found:
+            return
+        seen.append(found)
+    assert seen == []
