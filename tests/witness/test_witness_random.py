@@ -65,6 +65,9 @@ def _pg_statement(r: random.Random) -> str:
         lambda: "SHOW lock_timeout",
         lambda: "SHOW transaction_isolation",
         lambda: f"SHOW transaction_read_only; SELECT count(*) FROM {t}",
+        lambda: f"LOCK TABLE {t} IN ROW EXCLUSIVE MODE NOWAIT",
+        lambda: "CREATE TEMP TABLE IF NOT EXISTS scratch (id int)",
+        lambda: f"INSERT INTO scratch SELECT id FROM {t} WHERE id = {k}",
     ])
 
 
@@ -99,6 +102,10 @@ def _my_statement(r: random.Random) -> str:
         lambda: "SHOW WARNINGS",
         lambda: "SELECT ROW_COUNT()",
         lambda: f"SELECT SQL_CALC_FOUND_ROWS id FROM {t} ORDER BY id LIMIT 1; SELECT FOUND_ROWS()",
+        lambda: f"SET autocommit = {r.randint(0, 1)}",
+        lambda: f"CREATE TABLE {t} (id int)",  # fails (it exists), after committing the open transaction
+        lambda: "CREATE TEMPORARY TABLE IF NOT EXISTS scratch (id int)",
+        lambda: f"INSERT INTO scratch SELECT id FROM {t} WHERE id = {k}",
     ])
 
 
