@@ -29,6 +29,7 @@ import pymysql.protocol
 from pymysql.constants import CLIENT, COMMAND, SERVER_STATUS
 
 from ..core import prepared as prepared_mod
+from ..core.sqltext import try_statements, words
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
@@ -53,11 +54,53 @@ class _Packet(pymysql.connections.MysqlPacket):
             raise
 
 
+# errors that come before a statement runs at all: it did not parse (or was empty)
+_NOT_PARSED = frozenset({"1064", "1065", "1149"})
+# statements the server commits the open transaction for before it runs them
+# (so even when they then fail): MariaDB/MySQL "Statements That Cause an Implicit Commit"
+_COMMITTING = frozenset({"ALTER", "CREATE", "DROP", "RENAME", "TRUNCATE", "GRANT", "REVOKE", "LOCK", "ANALYZE",
+                         "CHECK", "OPTIMIZE", "REPAIR", "FLUSH", "CACHE", "LOAD"})
+
+
+# a cheap look first (this is on a refusal's way to the caller): a statement of the text
+# may begin with one of those words
+_MAY_COMMIT = re.compile(r"(?:^|;)\s*(?:" + "|".join(sorted(_COMMITTING)) + r")\b", re.IGNORECASE)
+
+
+def _commits_first(sql: str, index: int) -> bool:
+    """Whether statement ``index`` of ``sql`` commits the open transaction before it runs
+    (CREATE/DROP TEMPORARY TABLE do not; LOAD only as LOAD INDEX)."""
+    if not _MAY_COMMIT.search(sql):
+        return False
+    stmts = try_statements(sql, "mysql")
+    if not stmts or index >= len(stmts):
+        return False
+    first = words(stmts[index], 4)
+    if not first or first[0] not in _COMMITTING or "TEMPORARY" in first:
+        return False
+    return first[0] != "LOAD" or first[1:2] == ("INDEX",)
+
+
+def _eof_status(payload: bytes) -> int | None:
+    """The server's status flags in an EOF packet (None: not an EOF packet)."""
+    if payload[:1] == b"\xfe" and 5 <= len(payload) < 9:
+        return int.from_bytes(payload[3:5], "little")
+    return None
+
+
 class _Connection(pymysql.connections.Connection):
+    """PyMySQL's connection, which also takes the status flags of the EOF packet that
+    ends a result set (PyMySQL keeps only an OK packet's): a SELECT that begins a
+    transaction (autocommit off) says so only there."""
+
     def _read_packet(self, packet_type=_Packet):
         if packet_type is pymysql.connections.MysqlPacket:
             packet_type = _Packet
-        return super()._read_packet(packet_type)
+        packet = super()._read_packet(packet_type)
+        status = _eof_status(packet.get_all_data())
+        if status is not None:
+            self.server_status = status
+        return packet
 
 
 # Encoders for query arguments, but no decoders: values come back as the
@@ -127,6 +170,9 @@ def _count_rest(cur) -> int:
             result.unbuffered_active = False
             _Packet(payload, conn.encoding).raise_for_error()
         if payload[:1] == b"\xfe" and length < 9:  # EOF: the end of this result set
+            status = _eof_status(payload)
+            if status is not None:
+                conn.server_status = status
             result._check_packet_is_eof(pymysql.protocol.MysqlPacket(payload, conn.encoding))
             result.unbuffered_active = False
             result.connection = None
@@ -311,20 +357,23 @@ class MySQLSession(SocketWatch, SessionConnection):
             self._lock.acquire()
         try:
             result = self._execute(sql, sent_ns)
-            self._needs_status(result)
+            self._needs_status(result, sql)
         finally:
             self._lock.release()
         return result
 
-    def _needs_status(self, result: StatementResult) -> bool:
+    def _needs_status(self, result: StatementResult, sql: str = "") -> bool:
         """An error packet carries no status flags: the session's transaction state
         after an error is worked out from what the server does on that error, not
         read back (a statement of lockrace's on the session's connection would
         change what the user's next statement sees).  A deadlock rolls back the
         whole transaction, and so does a lock wait timeout under
-        innodb_rollback_on_timeout; any other error leaves the transaction as it
-        was.  The flags are set accordingly; nothing is left to read (False)."""
-        if result.code == "1213" or result.code == "1205" and self.rollback_on_timeout:
+        innodb_rollback_on_timeout; a statement that commits implicitly (ALTER,
+        CREATE, DROP, TRUNCATE, ...) has committed it before it failed, unless it
+        did not even parse; any other error leaves the transaction as it was.
+        The flags are set accordingly; nothing is left to read (False)."""
+        if result.code == "1213" or result.code == "1205" and self.rollback_on_timeout \
+                or result.code and result.code not in _NOT_PARSED and _commits_first(sql, len(result.result_sets)):
             self.conn.server_status &= ~SERVER_STATUS.SERVER_STATUS_IN_TRANS
         return False
 
@@ -1192,6 +1241,11 @@ class MySQLBackend(Backend):
                 what = "VIEW" if kind == "VIEW" else "TABLE"
                 cur.execute(f"DROP {what} IF EXISTS `{self.sandbox}`.`{name}`")
             cur.execute("SET FOREIGN_KEY_CHECKS = 1")
+            # a scenario's stored functions and procedures go too: its setup creates them anew
+            cur.execute("SELECT ROUTINE_NAME, ROUTINE_TYPE FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s"
+                        " AND ROUTINE_TYPE IN ('FUNCTION', 'PROCEDURE')", (self.sandbox,))
+            for name, kind in cur.fetchall():
+                cur.execute(f"DROP {kind} IF EXISTS `{self.sandbox}`.`{name.replace('`', '``')}`")
 
         await self._sandbox_ddl("empty", work)
 

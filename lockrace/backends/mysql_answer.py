@@ -185,7 +185,7 @@ class LoopRead(LoopAnswer):
         except BaseException as exc:  # a bug: never left to the loop
             result = StatementResult("error", message=f"{type(exc).__name__}: {exc}", started_ns=self.t0,
                                      elapsed_ns=now - self.t0)
-        if session._needs_status(result):
+        if session._needs_status(result, self.sql):
             # the error packet leaves the session's state unknown: read it back on the thread
             rest = session._thread().submit(session._read_status_then, result)
             rest.add_done_callback(self._from_thread)
