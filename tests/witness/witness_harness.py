@@ -258,7 +258,7 @@ class _SqlstatePacket(pymysql.connections.MysqlPacket):
     def raise_for_error(self):
         self.rewind()
         self.advance(1)
-        errno = self.read_uint16()
+        self.read_uint16()  # the error number: the message says what happened
         state = "HY000"
         if self.read(1) == b"#":
             state = self.read(5).decode("ascii", "replace")
