@@ -1,4 +1,9 @@
-"""A private MariaDB (or MySQL) instance from ``mariadbd`` / ``mysqld`` on PATH.
+"""A private MariaDB (or MySQL) instance: the server ``LOCKRACE_MYSQLD`` names,
+or else ``mariadbd`` / ``mysqld`` on PATH.
+
+Which of the two it is comes from the server's ``--version``; a MariaDB data
+directory is made with mariadb-install-db (mysql_install_db), a MySQL 8+ one
+with ``mysqld --initialize-insecure``.
 
 Initialised once into a cached template, then copied into a temp dir for each
 run; it listens on a Unix socket only (no TCP port), with root and an empty
@@ -32,8 +37,30 @@ NO_SERVER_MESSAGE = (
 )
 
 
+SERVER_ENV = "LOCKRACE_MYSQLD"
+
+
+def _flavor_of(binary: Path) -> str:
+    """'mariadb' or 'mysql', from what the server says of itself."""
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ServerStartError(f"{SERVER_ENV}={binary} does not run: {exc}") from None
+    text = out.stdout + out.stderr
+    if out.returncode != 0 or "Ver" not in text.split():
+        raise ServerStartError(f"{SERVER_ENV}={binary} is not a MariaDB or MySQL server (its --version said:"
+                               f" {(text.strip().splitlines() or ['nothing'])[0]})")
+    return "mariadb" if "mariadb" in text.lower() else "mysql"
+
+
 def find_server_binary() -> tuple[str, Path]:
     """('mariadb'|'mysql', path) of the server binary, or ServerStartError."""
+    chosen = os.environ.get(SERVER_ENV)
+    if chosen:
+        binary = Path(chosen)
+        if not binary.is_file() or not os.access(binary, os.X_OK):
+            raise ServerStartError(f"{SERVER_ENV}={chosen} is not an executable file")
+        return _flavor_of(binary), binary
     path = os.environ.get("PATH", "")
     search = os.pathsep.join([path, *_SEARCH])
     for name, flavor in (("mariadbd", "mariadb"), ("mysqld", "mysql")):
@@ -48,7 +75,7 @@ def find_server_binary() -> tuple[str, Path]:
 
 
 def _version(binary: Path) -> str:
-    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True)
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
     words = out.stdout.split()
     return words[words.index("Ver") + 1] if "Ver" in words else "unknown"
 
@@ -89,7 +116,9 @@ class PrivateMySQL(PrivateServer):
             staging = make_staging(self.user)
             data = staging / "data"
             if self.flavor == "mariadb":
-                installer = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+                near = os.pathsep.join([str(self.binary.parent), str(self.binary.parent.parent / "bin"),
+                                        os.environ.get("PATH", "")])
+                installer = shutil.which("mariadb-install-db", path=near) or shutil.which("mysql_install_db", path=near)
                 if not installer:
                     raise ServerStartError("mariadbd is installed but mariadb-install-db is not; cannot initialise a private MariaDB")
                 argv = [installer, "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=normal",
@@ -132,7 +161,8 @@ class PrivateMySQL(PrivateServer):
             # lets the monitor name who holds a metadata lock (ALTER TABLE waits)
             argv += [f"--plugin-dir={plugins}", "--plugin-load-add=metadata_lock_info"]
         if self.flavor == "mysql":
-            argv.append("--performance-schema=ON")
+            # file import/export only in the server's own dir; no X Protocol listener
+            argv += ["--performance-schema=ON", f"--secure-file-priv={workdir}", "--mysqlx=OFF"]
         return argv
 
     def log_tail(self, lines: int = 3) -> str:
