@@ -192,6 +192,10 @@ class MySQLSession(SocketWatch, SessionConnection):
         if not self._lock.acquire(blocking=False):
             return None
         try:
+            pending = getattr(self.conn._sock, "pending", None)
+            if pending is not None and pending():  # TLS holds bytes nobody read: the thread's way
+                self._lock.release()
+                return None
             loop = self._watching()
             if loop is None:
                 self._lock.release()

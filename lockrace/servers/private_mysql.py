@@ -6,14 +6,17 @@ directory is made with mariadb-install-db (mysql_install_db), a MySQL 8+ one
 with ``mysqld --initialize-insecure``.
 
 Initialised once into a cached template, then copied into a temp dir for each
-run; it listens on a Unix socket only (no TCP port), with root and an empty
-password, and is stopped and removed on exit.
+run; it listens on a Unix socket only (no TCP port; ``PrivateMySQL(tcp=True)``
+adds a free loopback port, where a MySQL server offers TLS with the
+certificates it made itself), with root and an empty password, and is stopped
+and removed on exit.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -83,9 +86,14 @@ def _version(binary: Path) -> str:
 class PrivateMySQL(PrivateServer):
     kind = "mysql"
 
-    def __init__(self) -> None:
+    def __init__(self, tcp: bool = False) -> None:
         super().__init__()
         self.flavor, self.binary = find_server_binary()
+        self.port: int | None = None
+        if tcp:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                self.port = probe.getsockname()[1]
 
     @property
     def socket(self) -> Path:
@@ -147,7 +155,8 @@ class PrivateMySQL(PrivateServer):
     def _argv(self, workdir: Path) -> list[str]:
         argv = [
             str(self.binary), "--no-defaults", f"--datadir={workdir / 'data'}", f"--socket={self.socket}",
-            "--skip-networking", f"--pid-file={workdir / 'mysqld.pid'}", f"--log-error={workdir / 'server.err'}",
+            *(["--bind-address=127.0.0.1", f"--port={self.port}"] if self.port else ["--skip-networking"]),
+            f"--pid-file={workdir / 'mysqld.pid'}", f"--log-error={workdir / 'server.err'}",
             # temp files in the server's own dir (removed on stop), not in $TMPDIR,
             # which the unprivileged server user may not be able to write
             f"--tmpdir={workdir}",
