@@ -637,10 +637,14 @@ class MySQLMonitor(MonitorConnection):
         try:
             if self.flavor == "mysql8":
                 rows = await self._query(
+                    # a row lock's owner by its transaction's table lock (see data_lock_waits.sql)
                     "SELECT t.PROCESSLIST_ID, COUNT(*) FROM performance_schema.data_locks l"
-                    " JOIN performance_schema.threads t ON t.THREAD_ID = l.THREAD_ID"
-                    " WHERE l.LOCK_TYPE = 'RECORD' AND l.OBJECT_SCHEMA = %s AND l.OBJECT_NAME = %s"
-                    " AND t.PROCESSLIST_ID <> %s GROUP BY t.PROCESSLIST_ID",
+                    " JOIN (SELECT ENGINE_TRANSACTION_ID, MIN(THREAD_ID) AS THREAD_ID"
+                    "  FROM performance_schema.data_locks WHERE LOCK_TYPE = 'TABLE' GROUP BY ENGINE_TRANSACTION_ID) o"
+                    "  ON o.ENGINE_TRANSACTION_ID = l.ENGINE_TRANSACTION_ID"
+                    " JOIN performance_schema.threads t ON t.THREAD_ID = o.THREAD_ID"
+                    " WHERE l.LOCK_TYPE = 'RECORD' AND l.LOCK_STATUS = 'GRANTED' AND l.OBJECT_SCHEMA = %s"
+                    " AND l.OBJECT_NAME = %s AND t.PROCESSLIST_ID <> %s GROUP BY t.PROCESSLIST_ID",
                     (self.sandbox, table, exclude),
                 )
                 return RowLockHolders(tuple(sorted(int(r[0]) for r in rows)), None)
