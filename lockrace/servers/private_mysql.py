@@ -56,14 +56,17 @@ def _flavor_of(binary: Path) -> str:
     return "mariadb" if "mariadb" in text.lower() else "mysql"
 
 
-def find_server_binary() -> tuple[str, Path]:
-    """('mariadb'|'mysql', path) of the server binary, or ServerStartError."""
+def find_server_binary(needs: str | None = None) -> tuple[str, Path]:
+    """('mariadb'|'mysql', path) of the server binary, or ServerStartError.  ``needs``
+    "mariadb" (Galera): a MySQL server that LOCKRACE_MYSQLD names is passed over."""
     chosen = os.environ.get(SERVER_ENV)
     if chosen:
         binary = Path(chosen)
         if not binary.is_file() or not os.access(binary, os.X_OK):
             raise ServerStartError(f"{SERVER_ENV}={chosen} is not an executable file")
-        return _flavor_of(binary), binary
+        flavor = _flavor_of(binary)
+        if needs is None or flavor == needs:
+            return flavor, binary
     path = os.environ.get("PATH", "")
     search = os.pathsep.join([path, *_SEARCH])
     for name, flavor in (("mariadbd", "mariadb"), ("mysqld", "mysql")):
@@ -85,10 +88,11 @@ def _version(binary: Path) -> str:
 
 class PrivateMySQL(PrivateServer):
     kind = "mysql"
+    needs: str | None = None  # a flavor this server must be (find_server_binary)
 
     def __init__(self, tcp: bool = False) -> None:
         super().__init__()
-        self.flavor, self.binary = find_server_binary()
+        self.flavor, self.binary = find_server_binary(self.needs)
         self.port: int | None = None
         if tcp:
             with socket.socket() as probe:
@@ -103,6 +107,8 @@ class PrivateMySQL(PrivateServer):
     def connect_kwargs(self) -> dict:
         # No TLS over a private Unix socket: PyMySQL's default ("preferred") builds a fresh
         # SSL context on every connect, ~50 ms of CPU, which made every race slow to open.
+        if self.port:  # on the loopback port: TLS when the server offers it, as any client would
+            return {"host": "127.0.0.1", "port": self.port, "user": "root", "password": ""}
         return {"unix_socket": str(self.socket), "user": "root", "password": "", "ssl_disabled": True}
 
     def _plugin_dir(self) -> Path | None:
