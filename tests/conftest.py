@@ -45,6 +45,11 @@ def private_mysql_flavor() -> str | None:
         return None
 
 
+def private_server_name() -> str:
+    """'MySQL' or 'MariaDB': how lockrace names the private MySQL-family server."""
+    return "MySQL" if private_mysql_flavor() == "mysql" else "MariaDB"
+
+
 def _mysql_family(item) -> bool:
     params = getattr(getattr(item, "callspec", None), "params", {})
     chosen = [v for k, v in params.items() if k in ("engine", "own_server_module")]

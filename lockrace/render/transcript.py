@@ -64,11 +64,34 @@ def ms(ns: int) -> str:
     return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
 
 
+def _plain(value: float) -> str:
+    """A number as people write it: 0.5, 50, 100000000 (never 1e+08)."""
+    return ("%.3f" % value).rstrip("0").rstrip(".")
+
+
+# whole units of a long budget, largest first (a year as the servers count it: 365 days)
+_LONG_UNITS = (("year", 31_536_000), ("day", 86_400), ("h", 3_600), ("min", 60))
+
+
+def duration_words(ms: float) -> str:
+    """'100 ms', '1 s', '50 s', '5 min', '1 day', '1 year' (lock_wait_timeout's default
+    on MySQL); a length that is no whole unit stays in seconds: '100000000 s'."""
+    if ms < 1000:
+        return f"{_plain(ms)} ms"
+    seconds = ms / 1000
+    for unit, size in _LONG_UNITS:
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            plural = "s" if count != 1 and unit in ("year", "day") else ""
+            return f"{count} {unit}{plural}"
+    return f"{_plain(seconds)} s"
+
+
 def budget_amount(budget) -> str:
-    """'100 ms', '1 s'; empty for no budget or a zero one (NOWAIT)."""
+    """'100 ms', '1 s', '1 year'; empty for no budget or a zero one (NOWAIT)."""
     if budget is None or budget.ms == 0:
         return ""
-    return f"{budget.ms:g} ms" if budget.ms < 1000 else f"{budget.ms / 1000:g} s"
+    return duration_words(budget.ms)
 
 
 def budget_text(budget) -> str:
