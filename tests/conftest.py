@@ -10,7 +10,9 @@ test that uses the MySQL-family fixtures or parameters, or whose code names
 MySQL or MariaDB), so that ``LOCKRACE_MYSQLD=... pytest -m mysql`` runs all of
 them again on another server.  A test of what only MariaDB has (WAIT n,
 METADATA_LOCK_INFO, XA across connections, ...) is marked ``mariadb_only``
-and is left out (deselected, never skipped) when the private server is MySQL.
+and is left out (deselected, never skipped) when the private server is MySQL;
+one of what only MySQL has (performance_schema switched off) is ``mysql_only``
+and runs in the MySQL pass.
 """
 
 from __future__ import annotations
@@ -70,11 +72,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _mysql_family(item) and not item.get_closest_marker("mysql"):
             item.add_marker(pytest.mark.mysql)
-    if private_mysql_flavor() != "mysql":
-        return
+    # what only one flavor has is left out on the other (deselected: never a skip)
+    absent = "mariadb_only" if private_mysql_flavor() == "mysql" else "mysql_only"
     kept, left = [], []
     for item in items:
-        (left if item.get_closest_marker("mariadb_only") else kept).append(item)
+        (left if item.get_closest_marker(absent) else kept).append(item)
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = kept

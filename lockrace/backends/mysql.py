@@ -411,6 +411,11 @@ WHERE ID <> %s AND STATE LIKE 'Waiting for table metadata lock'
 """
 
 
+# the blocker of a row-lock wait on a MySQL server without performance_schema: nobody can say
+_UNNAMED = -1
+NO_PERFORMANCE_SCHEMA = ("an unnamed holder (performance_schema is OFF on this MySQL server:"
+                         " it does not tell who holds the lock)")
+
 # MySQL's metadata lock types on a table (sql/mdl.cc, MDL_object_lock): which granted
 # locks a request cannot share, and which waiting requests it must let go first
 _MDL_SHORT = {"INTENTION_EXCLUSIVE": "IX", "SHARED": "S", "SHARED_HIGH_PRIO": "SH", "SHARED_READ": "SR",
@@ -461,6 +466,9 @@ class MySQLMonitor(MonitorConnection):
         self._fresh_due: float | None = None  # when a fresh answer can be had, if the last one was not
         self.sandbox = sandbox
         self.has_mdl_info = has_mdl_info
+        # MySQL with performance_schema=OFF: its lock views are empty; INNODB_TRX still says
+        # who waits for a row lock, but not on whom
+        self.performance_schema = True
         self.own_sessions = own_sessions if own_sessions is not None else set()  # thread ids of this run's sessions
         self.lock = asyncio.Lock()
         # MariaDB: read InnoDB's lock views once, 5 ms after a statement was sent (it waits
@@ -511,7 +519,7 @@ class MySQLMonitor(MonitorConnection):
         waits until 100 ms have passed since the previous one.  MySQL 8's
         performance_schema tables have no such cache.
         """
-        if self.flavor != "mysql8":
+        if self.flavor != "mysql8" or "INNODB_TRX" in sql:
             loop = asyncio.get_running_loop()
             delay = self._innodb_read_at + 0.101 - loop.time()
             if delay > 0:
@@ -560,6 +568,8 @@ class MySQLMonitor(MonitorConnection):
         if not idents:
             return {}
         ids = ",".join(str(int(i)) for i in idents)
+        if self.flavor == "mysql8" and not self.performance_schema:
+            return await self._waits_without_performance_schema(idents)
         if self.flavor == "mysql8":
             rows = await self._innodb_query(query("mysql8", "data_lock_waits").format(ids=ids))
         else:
@@ -582,6 +592,25 @@ class MySQLMonitor(MonitorConnection):
                 locks[waiter] = LockInfo(kind, str(mode or ""), _table_name(table), detail.strip())
         taken = self.snapshot_ns if self.flavor != "mysql8" else None
         reports = {w: WaitReport(w, tuple(b), locks.get(w), taken_ns=taken) for w, b in blockers.items()}
+        missing = [i for i in idents if i not in reports]
+        if missing:
+            reports.update(await self._mdl_waits(missing))
+        return reports
+
+    async def _waits_without_performance_schema(self, idents: list[int]) -> dict[int, WaitReport]:
+        """MySQL with performance_schema=OFF: INNODB_TRX (a cache InnoDB refreshes only
+        after 100 ms without a read, so read no more often) says which sessions wait
+        for a row lock; nothing says on whom.  Metadata-lock waits still show in the
+        process list."""
+        ids = ",".join(str(int(i)) for i in idents)
+        rows = await self._innodb_query(
+            "SELECT trx_mysql_thread_id, trx_query FROM information_schema.INNODB_TRX"
+            f" WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id IN ({ids})")
+        reports = {}
+        for ident, sql in rows:
+            table = _waited_table(sql)
+            reports[int(ident)] = WaitReport(int(ident), (_UNNAMED,), LockInfo("record", "", table, ""),
+                                             process_names={_UNNAMED: NO_PERFORMANCE_SCHEMA})
         missing = [i for i in idents if i not in reports]
         if missing:
             reports.update(await self._mdl_waits(missing))
@@ -685,7 +714,7 @@ class MySQLMonitor(MonitorConnection):
 
     async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
         try:
-            if self.flavor == "mysql8":
+            if self.flavor == "mysql8" and self.performance_schema:
                 rows = await self._query(
                     # a row lock's owner by its transaction's table lock (see data_lock_waits.sql)
                     "SELECT t.PROCESSLIST_ID, COUNT(*) FROM performance_schema.data_locks l"
@@ -787,6 +816,7 @@ class MySQLBackend(Backend):
         self.flavor = "mariadb"
         self.version = ""
         self.has_mdl_info = False
+        self.performance_schema = True  # MySQL: its lock views are there (SELECT @@performance_schema)
         self.token = sandbox_mod.new_token()
         self.owner: _Connection | None = None  # holds the sandbox's named lock (DSN servers)
         self.marked = True  # the server takes database comments (MariaDB 10.5+)
@@ -889,6 +919,11 @@ class MySQLBackend(Backend):
                 cur.execute(f"SELECT @@global.innodb_lock_wait_timeout, @@global.lock_wait_timeout,"
                             f" @@global.{statement_limit}, @@global.innodb_rollback_on_timeout")
                 ilwt, lwt, limit, rollback = cur.fetchone()
+                perf = True
+                if "mariadb" not in version.lower():  # MySQL's lock views are performance_schema's
+                    cur.execute("SELECT @@performance_schema")
+                    perf = str(cur.fetchone()[0]) in ("1", "ON")
+                self.performance_schema = perf
                 scale = 1000.0 if statement_limit == "max_statement_time" else 1.0
                 defaults = {"innodb_lock_wait_timeout": float(ilwt) * 1000, "lock_wait_timeout": float(lwt) * 1000,
                             statement_limit: float(limit) * scale}
@@ -1199,8 +1234,10 @@ class MySQLBackend(Backend):
         return session
 
     async def connect_monitor(self) -> MySQLMonitor:
-        return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
-                            self.session_idents)
+        monitor = MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
+                               self.session_idents)
+        monitor.performance_schema = self.performance_schema
+        return monitor
 
     async def run_admin(self, sqls: list[str]) -> None:
         conn = await self._connect(role="admin")
