@@ -66,3 +66,19 @@ def test_wait_line_agrees_with_several_blockers():
     assert status.activity().label == "BLOCKED by B and C on table accounts AccessExclusiveLock"
     status.apply(StatementBlocked("D", 3_000, 7, ("B",), None))
     assert status.wait_line(now_ns=1_000_000_000).endswith("waits until B ends")
+
+
+def test_budgets_read_as_durations_people_write():
+    """A long budget in its largest whole unit (lock_wait_timeout's default on MySQL and
+    MariaDB is a year), never in exponent notation; else in seconds or milliseconds."""
+    from lockrace.core.events import Budget
+    from lockrace.render.transcript import budget_text, duration_words
+
+    assert budget_text(Budget("lock_wait_timeout", 31_536_000_000.0)) == "lock_wait_timeout 1 year"
+    assert budget_text(Budget("lock_wait_timeout", 86_400_000.0)) == "lock_wait_timeout 1 day"
+    assert budget_text(Budget("innodb_lock_wait_timeout", 50_000.0)) == "innodb_lock_wait_timeout 50 s"
+    assert budget_text(Budget("innodb_lock_wait_timeout", 100_000_000_000.0)) == "innodb_lock_wait_timeout 100000000 s"
+    assert budget_text(Budget("NOWAIT", 0.0)) == "NOWAIT"
+    assert [duration_words(ms) for ms in (100, 0.5, 1500, 300_000, 7_200_000, 63_072_000_000)] == \
+        ["100 ms", "0.5 ms", "1.5 s", "5 min", "2 h", "2 years"]
+    assert "e+" not in duration_words(1_073_741_824_000)
