@@ -25,10 +25,9 @@ def test_the_four_lessons_are_there():
         assert (MARIADB / "expected" / f"{spec.stem}.out").exists()
 
 
+@pytest.mark.mariadb_only  # the expected outputs are MariaDB's (MySQL says 3572 for NOWAIT)
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.stem)
 async def test_mariadb_spec_output_is_byte_identical(mysql_backend, spec: Path):
-    if mysql_backend.flavor != "mariadb":
-        pytest.skip("expected outputs are MariaDB's (MySQL 8 says 3572 for NOWAIT)")
     output, completed = await run_to_bytes(spec, mysql_backend)
     ok, expected = matches(output, MARIADB / "expected", spec.stem)
     assert completed
