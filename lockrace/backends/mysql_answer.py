@@ -34,6 +34,8 @@ reads and keeps decrypted bytes the socket no longer shows as readable: the
 loop reads it non-blocking for the moment, until it has nothing more to give
 (``arrived``), so nothing decrypted stays behind unread, and a TLS record that
 has only partly come in is a wake-up with nothing yet, as on a plain socket.
+On MySQL 9.7.4 the caller's overhead over bare PyMySQL was the same with TLS
+and without (README, "Benchmarks").
 """
 
 from __future__ import annotations
