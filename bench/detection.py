@@ -22,7 +22,6 @@ import asyncio
 import statistics
 import sys
 from pathlib import Path
-from time import perf_counter_ns
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

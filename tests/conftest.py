@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import tempfile
 
 import pytest
 
@@ -29,6 +30,8 @@ from lockrace.servers.process import ServerStartError
 from lockrace.servers.target import mysql_target, pg_target
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+# the app keeps its statement history across runs: the tests' own, not the user's
+os.environ.setdefault("LOCKRACE_HISTORY_DIR", tempfile.mkdtemp(prefix="lockrace-test-history-"))
 
 _MYSQL_FIXTURES = {"mysql_server", "mysql_backend"}
 _NAMES_MYSQL = re.compile(r"mysql|mariadb", re.IGNORECASE)

@@ -13,7 +13,8 @@ from app_helpers import badge, running_app, until
 async def test_free_form_galera_panels_name_their_nodes(galera_cluster):
     async with running_app(engine="galera", targets={"galera": galera_cluster}) as (app, pilot):
         assert "MariaDB Galera" in app.sub_title
-        titles = {name: str(panel.border_title) for name, panel in app.panels.items()}
+        titles = {name: str(panel.border_title).split(" · thread ")[0] for name, panel in app.panels.items()}
+        assert all(" · thread " in str(panel.border_title) for panel in app.panels.values())
         assert titles == {"A": "Session A @ node1", "B": "Session B @ node1",
                           "C": "Session C @ node2", "D": "Session D @ node2"}
         assert app.race.placement == {"A": "node1", "B": "node1", "C": "node2", "D": "node2"}

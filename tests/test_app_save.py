@@ -16,7 +16,8 @@ from lockrace.app.save_dialog import SaveDialog
 from app_helpers import badge, enter, finished, running_app, until
 
 REPO = Path(__file__).resolve().parents[1]
-TIMES = re.compile(r"\d+(\.\d+)? (ms|s)\b")
+# measured times, and the transaction ids a deadlock's DETAIL names (new on every run)
+TIMES = re.compile(r"\d+(\.\d+)? (ms|s)\b|(?<=transaction )\d+")
 
 
 async def lockrace_run(race: Path) -> tuple[int, str]:

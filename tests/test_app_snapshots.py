@@ -17,10 +17,19 @@ from lockrace.app.app import LockraceApp
 from lockrace.scenario.library import resolve
 
 
+def _same_pids(app) -> None:
+    """Each panel's title names its backend's pid, which differs from run to run: the
+    pictures show fixed ones (4241, 4242, ...)."""
+    for i, panel in enumerate(app._panel_list):
+        panel.status.ident = 4241 + i
+        panel._retitle()
+
+
 def _ready(app):
     async def run_before(pilot):
         await asyncio.wait_for(app.ready.wait(), 30)
         await pilot.pause()
+        _same_pids(app)
         app.screen.set_focus(None)  # no blinking cursor in the picture
         await pilot.pause()
     return run_before
@@ -42,6 +51,7 @@ def test_zoomed_panel_at_80x24(snap_compare, pg_server):
         await asyncio.wait_for(app.ready.wait(), 30)
         await pilot.press("alt+b", "f10")
         await pilot.pause()
+        _same_pids(app)
         app.screen.set_focus(None)
         await pilot.pause()
 

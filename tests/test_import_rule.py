@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
-ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab"]
+ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks", "rehearse"]
 
 
 def _modules():
@@ -34,7 +34,8 @@ def test_engine_import_does_not_load_textual():
     import sys
 
     code = ("import sys, lockrace.engine.race, lockrace.engine.runner, lockrace.backends.postgres, "
-            "lockrace.backends.mysql, lockrace.servers.target, lockrace.scenario.library, lockrace.render.transcript; "
+            "lockrace.backends.mysql, lockrace.servers.target, lockrace.scenario.library, lockrace.render.transcript, "
+            "lockrace.locks.cli, lockrace.locks.pg, lockrace.locks.mysql, lockrace.rehearse.cli; "
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent, check=True)
     assert out.stdout.strip() == "False"

@@ -22,7 +22,6 @@ from lockrace.backends import open_backend
 from lockrace.backends import sandbox as sandbox_mod
 from lockrace.isolation.cli import run_specs
 from lockrace.scenario.spec_format import parse_spec, read_spec
-from lockrace.servers.target import mysql_target
 
 
 def _args(**kw) -> Namespace:

@@ -15,17 +15,19 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container, Grid, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from .. import exitguard
-from ..core.events import Event, ServerNote, StatementStarted
+from ..core.events import Event, ServerNote, StatementBlocked, StatementFinished, StatementStarted
 from ..core.serverwide import dialect_of, refuse_server_wide, server_wide
+from ..engine.lock_graph import deadlock_cycle, lock_graph
 from ..engine.race import Race, SessionBusy
 from ..engine.scheduler import Entry
 from ..render.transcript import names_text
@@ -33,6 +35,10 @@ from ..scenario.library import builtins
 from ..scenario.model import Scenario
 from ..servers.target import Target
 from .help_screen import HelpScreen
+from .completion import SandboxNames
+from .history import History
+from .keys_footer import KeysFooter
+from .lock_view import LockView
 from .player import Player
 from .recorder import Recorder
 from .player import permutation_text
@@ -66,6 +72,27 @@ FREE_FORM_SETUP_MYSQL = [
     "CREATE TABLE jobs (id int PRIMARY KEY, task text NOT NULL) ENGINE=InnoDB;\n"
     "INSERT INTO jobs VALUES (1, 'send email'), (2, 'resize image'), (3, 'build report');"
 ]
+
+
+# the free-form bar's hint, in the order its parts give way on a small terminal (whole parts only)
+FREE_FORM_HINTS = [
+    "sandbox tables: accounts(id, balance) rows 1-3, jobs(id, task) rows 1-3.",
+    "Type SQL in a panel and press Enter;",
+    "F1 help;",
+    "Tab/Alt+A..D switch panels;",
+    "F9 loads a scenario;",
+    "F12 shows the locks.",
+]
+
+
+def fit_words(parts: list[str], room: int) -> str:
+    """As many of ``parts`` (in order of need) as fit in ``room`` cells, in their own order."""
+    chosen: list[str] = []
+    for part in parts:
+        if cell_len("  " + "  ".join(chosen + [part])) <= room:
+            chosen.append(part)
+    text = "  " + " ".join(chosen)
+    return text[:-1] + "." if text.endswith(";") else text
 
 
 def free_form(engine: str) -> Scenario:
@@ -125,6 +152,9 @@ class LockraceApp(App[int]):
         Binding("ctrl+n", "editor", "Multi-line", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("f10", "zoom", "Zoom"),
+        Binding("f12", "lock_view", "Locks"),
+        Binding("ctrl+y", "copy_result", "Copy result", show=False),
+        Binding("alt+y", "copy_log", "Copy log", show=False, priority=True),
         Binding("alt+a", "focus_session('A')", "Session A", show=False, priority=True),
         Binding("alt+b", "focus_session('B')", "Session B", show=False, priority=True),
         Binding("alt+c", "focus_session('C')", "Session C", show=False, priority=True),
@@ -147,6 +177,7 @@ class LockraceApp(App[int]):
         save_dir: Path | None = None,
         autoplay_delay: float = 1.5,
         step_timeout: float = 15.0,
+        history_dir: Path | None = None,
     ):
         super().__init__()
         _read_esc_b_as_alt_b()
@@ -179,6 +210,12 @@ class LockraceApp(App[int]):
         self._scenarios: list[Scenario] | None = None
         self._bar_shown: tuple = ()
         self.zoomed: str | None = None  # the session whose panel is zoomed (F10)
+        self._size_seen = None  # the latest resize event's size (see terminal_size)
+        self.history_dir = history_dir  # statements kept across runs (None: this run only)
+        self.history: History | None = None
+        self.sandbox_names = SandboxNames()  # for Ctrl+Space in an input line
+        self.last_deadlock: tuple[tuple[str, ...], str] | None = None  # (cycle, victim) of this race's latest
+        self._live_cycle: tuple[str, ...] = ()  # the latest wait-for cycle seen, until the server breaks it
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -193,7 +230,7 @@ class LockraceApp(App[int]):
                 yield SessionPanel(name)
         with Container(id="timeline-box"):
             yield Timeline(self.timeline_model, id="timeline")
-        yield Footer()
+        yield KeysFooter()
 
     @property
     def panels(self) -> dict[str, SessionPanel]:
@@ -218,12 +255,16 @@ class LockraceApp(App[int]):
         self.open_race(self.engine, self.initial_scenario)
 
     def on_resize(self, event) -> None:
+        # this handler runs before App's own, which is where ``self.size`` becomes the new
+        # size: laid out from ``self.size`` here, each resize applied the previous one
+        self._size_seen = event.size
         self._apply_size()
+        self._show_bar()
 
     def _apply_size(self) -> None:
         """Fit the layout to the terminal: 4x1 panels from WIDE_COLUMNS, 2x2 below; on short
         terminals no header line and a one-line timeline axis; a zoomed panel alone."""
-        width, height = self.size.width, self.size.height
+        width, height = self.terminal_size
         grid = self.query_one("#panels")
         panels = getattr(self, "_panel_list", [])
         zoomed = self.zoomed if self.zoomed in self.panels else None
@@ -241,12 +282,31 @@ class LockraceApp(App[int]):
         timeline.set_compact(height < COMPACT_ROWS)
         self._timeline_title()
 
+    @property
+    def terminal_size(self) -> tuple[int, int]:
+        """The terminal's size as of the latest resize event (``self.size`` lags behind it
+        while that event is being handled)."""
+        size = getattr(self, "_size_seen", None) or self.size
+        return size.width, size.height
+
     def _timeline_title(self) -> None:
         timeline = self.timeline
-        title = "wait-budget timeline · ▬ running █ blocked ┃ budget ends"
+        legend = "▬ running █ blocked ┃ budget ends"
+        parts = ["wait-budget timeline", legend]
         if not self.query_one(Header).display and self.sub_title:  # the header's text, where it still shows
-            title = f"{self.sub_title} · ▬ running █ blocked ┃ budget"
-        timeline.set_title(title)
+            server, *rest = self.sub_title.split(" · ")
+            legend = "▬ running █ blocked ┃ budget"
+            parts = [server, legend, *rest]  # in order of need; shown in the header's order
+        # whole parts only: a title cut by the border ends mid-word
+        room = self.terminal_size[0] - 4
+        chosen = [parts[0]]
+        for part in parts[1:]:
+            if cell_len(" · ".join(chosen + [part])) <= room:
+                chosen.append(part)
+        if legend in chosen:  # the legend last, as the header's text comes first
+            chosen.remove(legend)
+            chosen.append(legend)
+        timeline.set_title(" · ".join(chosen))
 
     def watch_sub_title(self) -> None:
         if hasattr(self, "_panel_list"):
@@ -274,9 +334,10 @@ class LockraceApp(App[int]):
         player = self.player
         if player is None:
             text.append(" Free-form race ", style=themed("bold $lr-ink on $lr-steel"))
-            text.append("  sandbox tables: accounts(id, balance) rows 1-3, jobs(id, task) rows 1-3.  "
-                        "Type SQL in a panel and press Enter; Tab/Alt+A..D switch panels; "
-                        "F9 loads a scenario; F1 help.", style=themed("$lr-silver"))
+            width, height = self.terminal_size
+            lines = 2 if height < NO_HEADER_ROWS else 4
+            text.append(fit_words(FREE_FORM_HINTS, (width - 2) * lines - 18 - 2 * lines),
+                        style=themed("$lr-silver"))
         elif player.is_spec:
             self._spec_bar(text, player)
         else:
@@ -389,6 +450,14 @@ class LockraceApp(App[int]):
         self.flavor = backend.flavor
         self.server_label = f"{backend.server_name} ({self.pool.origin(engine)})"
         self.base = base
+        self.sandbox_names = SandboxNames()
+        for sql in base.setup_for(self.flavor):
+            self.sandbox_names.read(sql)
+        if self.history is None or self.history.engine != engine:
+            self.history = await asyncio.to_thread(History, self.history_dir, engine)
+            for panel in self._panel_list:
+                panel.input.history = list(self.history.entries)
+                panel.input.remember_position()
         heading = f"-- {self.server_label}"
         self.timeline_model.clear(names)
         self.timeline_model.nodes = placement
@@ -425,6 +494,8 @@ class LockraceApp(App[int]):
 
     async def _close_race(self) -> None:
         race, self.race = self.race, None
+        self.last_deadlock = None
+        self._live_cycle = ()
         if self.player is not None:
             self.player.detach()
             self.player = None
@@ -451,6 +522,20 @@ class LockraceApp(App[int]):
             self.timeline_model.nodes[event.session] = event.node
         self.timeline_model.apply(event)
         self.recorder.apply(event)
+        if isinstance(event, StatementFinished) and not event.result.code:
+            self.sandbox_names.read(event.sql)  # a table made or changed: its names complete too
+        if isinstance(event, StatementBlocked) and self.race is not None:
+            cycles = lock_graph(self.race).cycles()  # a cycle the server has not broken yet
+            self._live_cycle = cycles[0] if cycles else self._live_cycle
+        if isinstance(event, StatementFinished) and event.result.outcome == "deadlock" and self.race is not None:
+            cycle = deadlock_cycle(lock_graph(self.race), event.session, event.result)
+            if cycle is None and event.session in self._live_cycle:
+                cycle = self._live_cycle  # the others' waits ended before the victim's answer was in
+            if cycle is not None:
+                self.last_deadlock = (cycle, event.session)
+            self._live_cycle = ()
+        if isinstance(self.screen, LockView):
+            self.screen.redraw()
         if isinstance(event, StatementStarted):
             if self._ticker is None or self._ticker.done():
                 self._ticker = asyncio.create_task(self._run_ticker(), name="lockrace-redraw")
@@ -798,6 +883,8 @@ class LockraceApp(App[int]):
             return
         try:
             race.submit(name, message.sql)
+            if self.history is not None and self.history.add(message.sql):
+                asyncio.get_running_loop().run_in_executor(None, self.history.save, message.sql)
         except SessionBusy:
             self.notify(f"Session {name} is still running a statement: F2 cancels it, or wait.", severity="warning")
             message.panel.input.value = message.sql
@@ -873,6 +960,41 @@ class LockraceApp(App[int]):
         if not isinstance(self.screen, LabScreen):
             self.push_screen(LabScreen(self.race.backend))
 
+    def action_copy_result(self) -> None:
+        """Ctrl+Y: the focused panel's last statement and its result, to the clipboard
+        (the terminal's, by OSC 52: over ssh too, where the terminal allows it)."""
+        self._copy(last_only=True)
+
+    def action_copy_log(self) -> None:
+        """Alt+Y: the focused panel's whole transcript, to the clipboard."""
+        self._copy(last_only=False)
+
+    def _copy(self, last_only: bool) -> None:
+        name = self.focused_session()
+        log = self.logs.get(name)
+        if log is None or not log.entries:
+            self.notify(f"Session {name}'s panel has nothing to copy yet.")
+            return
+        lines = log.lines
+        if last_only:
+            starts = [i for i, line in enumerate(lines) if line.startswith(f"{name}> ")]
+            if not starts:
+                self.notify(f"Session {name} has run nothing yet.")
+                return
+            lines = lines[starts[-1]:]
+        self.copy_to_clipboard("\n".join(lines) + "\n")
+        what = "its last statement and result" if last_only else "its whole transcript"
+        self.notify(f"Copied session {name}'s {what} ({len(lines)} line{'s' if len(lines) != 1 else ''}).")
+
+    def action_lock_view(self) -> None:
+        """F12: who holds and who waits, drawn live (F12 or Esc again goes back)."""
+        if isinstance(self.screen, LockView):
+            self.pop_screen()
+            return
+        if len(self.screen_stack) > 1:  # over a dialog: not from there
+            return
+        self.push_screen(LockView())
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -940,6 +1062,12 @@ class LockraceApp(App[int]):
                                 self.action_show_sessions)
         yield SystemCommand("Multi-line SQL", "Edit a multi-line statement for the focused session (Ctrl+N)",
                             self.action_editor)
+        yield SystemCommand("Copy result", "The focused panel's last statement and its result, to the clipboard "
+                            "(Ctrl+Y)", self.action_copy_result)
+        yield SystemCommand("Copy transcript", "The focused panel's whole transcript, to the clipboard (Alt+Y)",
+                            self.action_copy_log)
+        yield SystemCommand("Locks", "Who holds and who waits, with the wait-for graph drawn, live (F12)",
+                            self.action_lock_view)
         yield SystemCommand("Race lab", "Holder vs waiter in every wait mode on this server, measured (Ctrl+L)",
                             self.action_lab)
         yield SystemCommand("Save race", "Save the race so far as a .race scenario and a .txt transcript (Ctrl+S)",

@@ -17,7 +17,10 @@ from .palette import themed
 KEYS = [
     ("Enter", "run the typed SQL in the focused session"),
     ("Ctrl+N", "multi-line SQL editor for the focused session (Ctrl+R runs it, Esc cancels)"),
-    ("Up / Down", "previous / next statement typed in that session"),
+    ("Up / Down", "previous / next statement typed in that session (and in earlier runs)"),
+    ("Ctrl+Space", "complete a table or column name of the sandbox (Tab stays the panel switch)"),
+    ("Ctrl+Y / Alt+Y", "copy the focused panel's last statement and result / its whole transcript"),
+    ("Alt+← / Alt+→", "scroll a wide result sideways (results are not wrapped)"),
     ("Tab / Shift+Tab", "next / previous session panel (or click a panel)"),
     ("Alt+A … Alt+D", "jump to session A … D; terminals sending Alt as Esc make Alt+B word-left:\n"
                       "use Tab or a click to reach B there"),
@@ -32,6 +35,8 @@ KEYS = [
     ("F9", "scenario picker: this engine's first; type to filter, Enter loads"),
     ("Ctrl+F", "back to the free-form sandbox (fresh sessions and tables)"),
     ("F10", "zoom the focused session's panel to the whole panel area (again: all four panels)"),
+    ("F12", "locks, live: each session by pid / thread id, other clients blocking one, what each holds "
+            "and waits for, the wait-for graph drawn (a deadlock's cycle in red); F12 / Esc back"),
     ("Timeline", "Tab or click to focus it, then Left / Right: earlier / later, + / -: zoom in / out,\n"
                  "Home: the whole race, End: follow the action again (the mouse wheel scrolls it too)"),
     ("Ctrl+O", "open a .race scenario or a PostgreSQL isolation .spec file by path"),

@@ -46,8 +46,10 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
             print(f"lockrace: {refusal.result()}", file=sys.stderr)
             return EXIT_UNUSABLE
 
+        from .history import default_dir
+
         app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending,
-                          dsns=dsns)
+                          dsns=dsns, history_dir=default_dir())
         app.run()
         code = app.return_code
         for text in app.farewell:

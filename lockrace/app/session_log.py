@@ -12,7 +12,7 @@ from collections import deque
 
 from ..core.events import Event, StatementExplained, StatementFinished, StatementStarted
 from ..render.tables import result_lines
-from ..render.transcript import annotation
+from ..render.transcript import annotation, explained_lines
 from .status import SessionStatus
 from .palette import themed
 
@@ -32,6 +32,9 @@ OUTCOME_LINE_STYLES = {
 
 
 SESSION_LOG_LINES = 5000
+# A result's rows and header: a panel draws them unwrapped (a wide result scrolls sideways
+# rather than wrapping into columns nobody can read).  A style that draws as plain text.
+TABLE_STYLE = "none"
 
 
 class SessionLog:
@@ -68,11 +71,11 @@ class SessionLog:
             res = event.result
             error = bool(res.code) or (res.failed and bool(res.message))
             for line in result_lines(res, self.flavor):
-                write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else "")
+                write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else TABLE_STYLE)
             for notice in res.notices:
                 write(notice, themed("italic $lr-dim"))
-            if res.outcome == "refused":
-                self._unexplained = event.stmt_id  # its line names the holder: written once the server told
+            if res.outcome in ("refused", "deadlock"):
+                self._unexplained = event.stmt_id  # its line names the holder / the cycle: written once the server told
             else:
                 self._annotate(res, write)
         elif isinstance(event, StatementExplained) and event.stmt_id == self._unexplained:
@@ -84,3 +87,5 @@ class SessionLog:
     def _annotate(res, write) -> None:
         note = annotation(res, was_blocked=bool(res.waited_ns or res.blocked_by), blockers=res.blocked_by, always=True)
         write(note, OUTCOME_LINE_STYLES.get(res.outcome, "dim"))
+        for line in explained_lines(res):  # a deadlock's cycle, a COMMIT that rolled back, ...
+            write(line, OUTCOME_LINE_STYLES.get(res.outcome, "dim"))

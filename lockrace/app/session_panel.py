@@ -21,8 +21,10 @@ from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
 from ..core.events import Event
-from .session_log import SessionLog
-from .status import Badge
+from .completion import complete
+from .session_log import TABLE_STYLE, SessionLog
+from .sql_highlight import SqlHighlighter
+from .status import Badge, lock_words
 from .palette import themed
 
 
@@ -44,7 +46,7 @@ def badge_line(act: Badge | None, txn: Badge, width: int = 0) -> Text:
         room = width - 3 - cell_len(tail)  # the activity badge's two spaces and the gap
         keep = act.short or label
         if cell_len(label) > room:
-            if room > cell_len(keep):
+            if room > cell_len(keep) and act.key != "blocked":  # a lock is never shown cut: the lock line has it
                 cut = Text(label)
                 cut.truncate(room, overflow="ellipsis")
                 label = cut.plain
@@ -81,16 +83,54 @@ class WaitLine(Widget):
         return Text(f" {self._text}", style=themed("bold $lr-amber"), no_wrap=True, overflow="ellipsis")
 
 
+class LockLine(Widget):
+    """What a blocked statement waits for, whole: 'accounts row (index PRIMARY of table
+    accounts, id=1) X,REC_NOT_GAP'.  From 120 columns it takes a second line rather than
+    cut anything; narrower, the relation gives way and the mode stays."""
+
+    DEFAULT_CSS = "LockLine { height: auto; max-height: 2; }"
+
+    def __init__(self, status_of, **kwargs):
+        super().__init__(**kwargs)
+        self._status_of = status_of
+
+    def waited_lock(self):
+        run = self._status_of().running
+        return run.lock if run is not None and run.blocked_since is not None else None
+
+    def _words(self, width: int) -> tuple[str, int]:
+        lock = self.waited_lock()
+        if lock is None:
+            return "", 1
+        whole = f" waits for {lock.describe()}"
+        if cell_len(whole) <= width:
+            return whole, 1
+        terminal = getattr(self.app, "terminal_size", None) or (self.app.size.width, 0)
+        if terminal[0] >= 120:  # from 120 columns a lock is never cut: a second line instead
+            return whole, 2
+        return " " + lock_words(lock, width - 1), 1
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return self._words(width)[1]
+
+    def render(self) -> Text:
+        text, lines = self._words(self.size.width or 40)
+        return Text(text, style=themed("$lr-amber"), no_wrap=lines == 1, overflow="ellipsis")
+
+
 class SqlInput(Input):
     """An Input with a per-session history on up / down."""
 
     BINDINGS = [
         Binding("up", "history(-1)", "Previous statement", show=False),
         Binding("down", "history(1)", "Next statement", show=False),
+        Binding("ctrl+@,ctrl+space", "complete", "Complete a name", show=False),
+        Binding("alt+left", "scroll_sideways(-1)", "Result left", show=False),
+        Binding("alt+right", "scroll_sideways(1)", "Result right", show=False),
     ]
 
     def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(highlighter=SqlHighlighter(), **kwargs)
         self.cursor_blink = False  # a blinking cursor repaints twice a second, forever
         self.history: list[str] = []
         self._pos = 0
@@ -100,6 +140,32 @@ class SqlInput(Input):
             # A terminal sends Alt+C as ESC c, which arrives as the key "alt+c" carrying the
             # character "c": a shortcut (Alt+A..D switch panels), never text for the SQL
             event.prevent_default()  # Input's own handler (Textual calls every class's) would type it
+
+    def action_complete(self) -> None:
+        """Ctrl+Space: the sandbox's table or column name the word before the cursor begins."""
+        names = getattr(self.app, "sandbox_names", None)
+        if names is None:
+            return
+        text, cursor, choices = complete(self.value, self.cursor_position, names.names())
+        if text != self.value:
+            self.value, self.cursor_position = text, cursor
+        if len(choices) > 1:
+            self.app.notify("could be: " + ", ".join(choices[:12]) + (" …" if len(choices) > 12 else ""),
+                            timeout=4)
+        elif not choices:
+            self.app.notify("no table or column of the sandbox begins so", timeout=2)
+
+    def action_scroll_sideways(self, direction: int) -> None:
+        """Alt+Left / Alt+Right: a wide result scrolls sideways (it is not wrapped)."""
+        node = self.parent
+        while node is not None and not isinstance(node, SessionPanel):
+            node = node.parent
+        if node is not None:
+            log = node.transcript
+            log.scroll_to(x=max(0, log.scroll_x + direction * max(8, log.size.width // 2)), animate=False)
+
+    def remember_position(self) -> None:
+        self._pos = len(self.history)
 
     def remember(self, sql: str) -> None:
         if not self.history or self.history[-1] != sql:
@@ -131,6 +197,7 @@ class SessionPanel(Vertical):
         self._shown: tuple = ()
         self._next_text: str | None = ""
         self._pending: deque[tuple[str, str]] = deque()  # lines waiting to be drawn, a few per frame
+        self._drawn_width: int | None = None  # the width the transcript was wrapped for
         self._flushing = False
 
     @property
@@ -154,6 +221,8 @@ class SessionPanel(Vertical):
         yield Static(self._badges(), classes="badges")
         self._wait_line = WaitLine(lambda: self.status, classes="wait-line")
         yield self._wait_line
+        self._lock_line = LockLine(lambda: self.status, classes="lock-line")
+        yield self._lock_line
         log = RichLog(wrap=True, markup=False, highlight=False, auto_scroll=True, min_width=16,
                       max_lines=PANEL_MAX_LINES, classes="transcript")
         log.can_focus = False
@@ -179,6 +248,11 @@ class SessionPanel(Vertical):
 
     def on_resize(self, event: events.Resize) -> None:
         self.call_after_refresh(self.refresh_status)  # the badges fit the new width
+        width = event.size.width
+        if self._drawn_width not in (None, width) and self.session_log.entries:
+            # a RichLog wraps at write time: rewrap the transcript for the new width (and show its end)
+            self.call_after_refresh(self._redraw, self.session_log)
+        self._drawn_width = width
 
     def refresh_status(self) -> None:
         """Update badges and the blocked look, touching the DOM only when something changed
@@ -186,14 +260,35 @@ class SessionPanel(Vertical):
         line = self.query_one(".badges", Static)
         badges = self._badges(line.size.width)
         blocked = self.status.running is not None and self.status.running.blocked_since is not None
-        shown = (badges.plain, tuple(str(s.style) for s in badges.spans), blocked)
+        lock = self._lock_line.waited_lock()
+        shown = (badges.plain, tuple(str(s.style) for s in badges.spans), blocked, lock, self.status.ident)
         if shown == self._shown:
             return
         self._shown = shown
+        self._retitle()
         line.update(badges, layout=False)  # one line, always: no relayout
+        shrunk = False
         if self._wait_line.display != blocked:
             self._wait_line.display = blocked
+            shrunk = True
+        if self._lock_line.display != (lock is not None):
+            self._lock_line.display = lock is not None
+            shrunk = True
+        self._lock_line.refresh(layout=True)
+        if shrunk:  # the transcript got or lost lines: keep its end (the statement that waits) in view
+            self.call_after_refresh(self.transcript.scroll_end, animate=False)
         self.set_class(blocked, "blocked")
+
+    def _retitle(self) -> None:
+        """'Session A · pid 4242' (PostgreSQL) or 'Session A · thread 17' (MariaDB/MySQL),
+        '@ node' on a cluster: the id the server's views and other tools know it by."""
+        log = self.session_log
+        title = f"Session {log.name} @ {log.node}" if log.node else f"Session {log.name}"
+        ident = self.status.ident
+        if ident:
+            title += f" · {'pid' if log.flavor == 'postgres' else 'thread'} {ident}"
+        if self.border_title != title:
+            self.border_title = title
 
     def tick(self) -> None:
         if self.status.running is not None and self.status.running.blocked_since is not None:
@@ -210,7 +305,7 @@ class SessionPanel(Vertical):
     def show(self, log: SessionLog) -> None:
         """Show ``log``'s session in this panel: title, input hint, whole transcript, badges."""
         self.session_log = log
-        self.border_title = f"Session {log.name} @ {log.node}" if log.node else f"Session {log.name}"
+        self._retitle()
         self.input.placeholder = f"{self.name_hint()} type SQL, Enter runs it in {log.name}"
         self._shown = ()
         self.transcript.clear()
@@ -249,7 +344,11 @@ class SessionPanel(Vertical):
             stripped = line.lstrip(" ")
             if len(stripped) != len(line):  # keep psql's alignment: wrapping would drop leading spaces
                 shown = "\u00a0" * (len(line) - len(stripped)) + stripped
-            log.write(Text(shown, style=style))
+            table = style == TABLE_STYLE
+            if table:  # a result's rows: unwrapped, a wide one scrolls sideways (Alt+Left / Alt+Right)
+                log.wrap = False
+            log.write(Text(shown, style="" if table else style), scroll_end=True)
+            log.wrap = True
         if self._pending:
             self._flushing = True
             self.set_timer(0.005, self._flush)  # let input and repaint in between batches

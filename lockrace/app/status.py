@@ -23,7 +23,10 @@ from ..core.events import (
     StatementStarted,
     StatementUnblocked,
 )
-from ..render.transcript import OUTCOME_WORDS, budget_amount, names_text
+from rich.cells import cell_len
+from rich.text import Text
+
+from ..render.transcript import OUTCOME_WORDS, budget_amount, duration_words, names_text
 from .palette import themed
 
 # badge key -> (label, style); the label may be extended with details
@@ -74,7 +77,27 @@ def seconds(ns: float) -> str:
     s = ns / 1e9
     if s < 1:
         return f"{ns / 1e6:.0f} ms"
+    if s >= 120:
+        return duration_words(round(s) * 1000)
     return f"{s:.1f} s"
+
+
+def lock_words(lock: LockInfo, room: int = 0) -> str:
+    """``lock.describe()`` in ``room`` cells (0: all of it): what gives way is the
+    relation and row, never the mode ('accounts row (index PRIMA…) X,REC_NOT_GAP')."""
+    text = lock.describe()
+    if not room or cell_len(text) <= room:
+        return text
+    mode = lock.mode
+    if mode and text.endswith(" " + mode):
+        if cell_len(mode) + 2 > room:
+            return mode  # the mode alone (cut at its end only if even it does not fit)
+        what = Text(text[: -len(mode) - 1])
+        what.truncate(room - cell_len(mode) - 1, overflow="ellipsis")
+        return f"{what.plain} {mode}"
+    cut = Text(text)
+    cut.truncate(room, overflow="ellipsis")
+    return cut.plain
 
 
 def budget_words(budget: Budget | None) -> str:
@@ -137,6 +160,8 @@ class SessionStatus:
                     self.running.blocked_since = event.t_ns
                 self.running.blockers = event.blockers
                 self.running.lock = event.lock
+                if event.budget is not None:  # a metadata-lock wait: lock_wait_timeout bounds it
+                    self.running.budget = event.budget
         elif isinstance(event, StatementUnblocked):
             if self.running and self.running.stmt_id == event.stmt_id:
                 self.running.blocked_since = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from time import perf_counter_ns
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.binding import Binding
 from textual.widget import Widget
@@ -23,8 +24,8 @@ from ..core.events import (
     StatementFinished,
     StatementStarted,
 )
-from ..render.transcript import OUTCOME_WORDS, names_text
-from .status import seconds
+from ..render.transcript import OUTCOME_WORDS, budget_amount, duration_words, names_text
+from .status import lock_words, seconds
 from .palette import themed
 
 MIN_SPAN_NS = 250_000_000  # the narrowest window the timeline follows with
@@ -129,6 +130,8 @@ class TimelineModel:
                     bar.blocked_until = None
                 bar.blockers = event.blockers
                 bar.lock = event.lock
+                if event.budget is not None:
+                    bar.budget = event.budget
         elif isinstance(event, StatementFinished):
             bar = self._open.pop(event.stmt_id, None)
             if bar is not None:
@@ -178,11 +181,14 @@ class TimelineModel:
             focus = [b for b in self.bars if (b.end_ns or now) >= t1 - RECENT_NS]
             waits = [b for b in focus if b.was_blocked or b.outcome in ("timed_out", "refused", "deadlock")]
             if waits:  # the last waits, and what ran beside them, rather than every recent statement
-                t1 = max(b.end_ns or now for b in waits)
-                focus = waits
+                # ... and the latest statement, which a scenario's step is about (a COMMIT after them)
+                latest = max(self.bars, key=lambda b: b.start_ns)
+                focus = waits + ([latest] if latest not in waits else [])
+                t1 = max(b.end_ns or now for b in focus)
         t0 = min(b.start_ns for b in focus)
         for b in focus:
-            if b.budget is not None and b.budget.ms > 0 and (b.running or b.was_blocked):
+            if b.budget is not None and b.budget.ms > 0 and (b.running or b.was_blocked) \
+                    and not off_chart(b, t0, now):
                 t1 = max(t1, b.start_ns + int(b.budget.ms * 1e6))
         span = max(MIN_SPAN_NS, t1 - t0)
         t0 -= span // 12  # a little of what came just before
@@ -202,6 +208,20 @@ class TimelineModel:
         return t0, t1, visible
 
 
+FAR_BUDGET_NS = 60_000_000_000  # a budget ending further off than this (and than 3x the window) is off the chart
+
+
+def off_chart(bar: "Bar", t0: int, now: int) -> bool:
+    """Is ``bar``'s budget too far off to draw (MariaDB's metadata-lock default of a day,
+    MySQL's of a year)?  Drawn to scale the axis would be a day long and every bar a dot:
+    the timeline follows the wait and its marker says the budget in words instead."""
+    if bar.budget is None or bar.budget.ms <= 0:
+        return False
+    end = bar.start_ns + int(bar.budget.ms * 1e6)
+    shown = max(MIN_SPAN_NS, now - t0)
+    return end - now > max(FAR_BUDGET_NS, 3 * shown)
+
+
 def _snap_span(span_ns: int) -> int:
     unit = 1_000_000  # 1 ms
     while True:
@@ -211,33 +231,48 @@ def _snap_span(span_ns: int) -> int:
         unit *= 10
 
 
+_MIN, _HOUR, _DAY = 60_000, 3_600_000, 86_400_000
+TICK_STEPS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 15000, 30000,
+                 _MIN, 2 * _MIN, 5 * _MIN, 10 * _MIN, 15 * _MIN, 30 * _MIN, _HOUR, 2 * _HOUR, 3 * _HOUR,
+                 6 * _HOUR, 12 * _HOUR, _DAY, 2 * _DAY, 7 * _DAY, 14 * _DAY, 30 * _DAY, 91 * _DAY, 182 * _DAY,
+                 365 * _DAY)
+
+
 def _nice_step(span_ns: int, cells: int) -> int:
-    """A tick step (ns) giving roughly one tick per 12 cells."""
+    """A tick step (ns) giving at most one tick per 12 cells, so every tick has room for its label."""
     want = span_ns / max(1, cells // 12)
-    for step_ms in (1, 2, 5, 10, 20, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 15000, 30000, 60000,
-                    120000, 300000, 600000):
+    for step_ms in TICK_STEPS_MS:
         if step_ms * 1e6 >= want:
             return int(step_ms * 1e6)
-    return int(1_200_000 * 1e6)
+    years = 1
+    while years * 365 * _DAY * 1e6 < want:
+        years *= 2
+    return int(years * 365 * _DAY * 1e6)
 
 
 def _tick_label(ns: int) -> str:
     if ns == 0:
         return "0"
-    if ns < 1e9:
-        return f"{ns / 1e6:g} ms"
-    return f"{ns / 1e9:g} s"
+    return duration_words(ns / 1e6)
 
 
-def lane_label(bar: Bar | None, now: int) -> tuple[str, str]:
-    """Right-hand text for a lane and its style."""
+def lane_label(bar: Bar | None, now: int, room: int = 0, t0: int | None = None) -> tuple[str, str]:
+    """Right-hand text for a lane and its style, in ``room`` cells (0: as long as it is);
+    a lock's mode stays when its description has to be cut.  A wait whose budget is off
+    the chart says so: 'budget 1 day, off the chart'."""
     if bar is None:
         return "", "dim"
     state = bar.state()
     if state == "blocked":
         who = names_text(bar.blockers)
-        on = f" · {bar.lock.describe()}" if bar.lock else ""
-        return f"waits on {who}{on}", themed("bold $lr-amber")
+        far = f" · budget {budget_amount(bar.budget)}, off the chart" \
+            if t0 is not None and off_chart(bar, t0, now) else ""
+        head = f"waits on {who}{far}"
+        if bar.lock is None:
+            return head, themed("bold $lr-amber")
+        if room and bar.lock.mode and cell_len(f"{head} · {bar.lock.mode}") > room:
+            head = who  # narrow: the lock's mode stays before the words around it
+        return head + " · " + lock_words(bar.lock, room - cell_len(head) - 3 if room else 0), themed("bold $lr-amber")
     if state == "running":
         return f"running {seconds(now - bar.start_ns)}", themed("$lr-sky")
     took = seconds(bar.end_ns - bar.start_ns)
@@ -258,10 +293,15 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
     window's left edge.  On a cluster a lane is named with its node (C@node2)."""
     name_w = max([3] + [len(lane) + 2 + (len(model.nodes[lane]) + 1 if model.nodes.get(lane) else 0)
                         for lane in model.lanes])
-    label_w = max(18, min(46, width // 3))
-    area = max(10, width - name_w - label_w - 2)
     t0, t1, visible = model.window(now, view)
     span = max(1, t1 - t0)
+    # the labels' column: a third of the width, or (from 120 columns) what the longest needs, up
+    # to half of it, so that a lock's description is not cut there
+    label_w = max(18, min(46, width // 3))
+    if width >= 116:  # a terminal of 120 columns and up (less the timeline's borders)
+        wanted = max([cell_len(lane_label(model.last_bar(lane), now, 0, t0)[0]) for lane in model.lanes] or [0])
+        label_w = max(label_w, min(width // 2, wanted))
+    area = max(10, width - name_w - label_w - 2)
 
     def col(t: int) -> int:
         return min(area - 1, max(0, int((t - t0) * area / span)))
@@ -286,8 +326,11 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
                 at = bar.start_ns + int(bar.budget.ms * 1e6)
                 if t0 <= at <= t1:
                     markers.append((col(at), themed("bold $lr-white on $lr-maroon") if bar.running else themed("bold $lr-white")))
-        for mx, style in markers:
-            cells[mx] = ("┃", style)
+                elif at > t1 and bar.running and off_chart(bar, t0, now):
+                    markers.append((area - 1, "»", themed("bold $lr-white on $lr-maroon")))
+        for mx, *mark in markers:
+            ch, style = mark if len(mark) == 2 else ("┃", mark[0])
+            cells[mx] = (ch, style)
         node = model.nodes.get(lane)
         out.append(f" {lane}@{node} ".ljust(name_w) if node else f" {lane} ".ljust(name_w), style="bold")
         run_text, run_style = "", None
@@ -299,9 +342,11 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
             run_style = style
         if run_text:
             out.append(run_text, style=run_style)
-        label, lstyle = lane_label(model.last_bar(lane), now)
+        label, lstyle = lane_label(model.last_bar(lane), now, label_w, t0)
+        cut = Text(label)
+        cut.truncate(label_w, overflow="ellipsis", pad=True)
         out.append("  ")
-        out.append(label[:label_w].ljust(label_w), style=lstyle)
+        out.append(cut.plain, style=lstyle)
         out.append("\n")
     # axis
     step = _nice_step(span, area)
@@ -381,6 +426,10 @@ class Timeline(Widget, can_focus=True):
         self._words = ""
         self.title_text = "wait-budget timeline"
 
+    def on_resize(self, event) -> None:
+        self._drawn = None  # drawn for the old width: the axis and bars follow the new one
+        self.refresh()
+
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.model.lanes) + (1 if self.compact else 2)
 
@@ -396,21 +445,40 @@ class Timeline(Widget, can_focus=True):
             self._drawn = None
             self.refresh(layout=True)
 
-    def _draw(self) -> Text:
-        now = self.clock()
+    def _retitle(self, now: int | None = None, focused: bool | None = None) -> None:
+        """Title and subtitle for what is on screen now: set before the repaint (set while
+        drawing, the border showed them one key press late)."""
+        now = self.clock() if now is None else now
         words = window_words(self.model, now, self.view)
         if words != self._words:
             self._words = words
             self.border_subtitle = words
         # a compact timeline has no bottom border: a scrolled window says so in the title
         title = words if self.compact and not self.view.follow else self.title_text
+        if (self.has_focus if focused is None else focused):  # the keys it answers now, where typing no longer goes to a panel
+            keys = "←/→ earlier/later · +/- zoom · Home all · End follows"
+            title = f"◆ timeline focused: {keys} · {title}" if (self.size.width or 80) >= 110 else \
+                f"◆ timeline focused: {keys}"
         if self.border_title != title:
             self.border_title = title
+
+    def _draw(self) -> Text:
+        now = self.clock()
+        self._retitle(now)
         return render_timeline(self.model, self.content_size.width or 80, now, self.view, self.compact)
+
+    def on_focus(self) -> None:
+        self._retitle(focused=True)
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self._retitle(focused=False)
+        self.refresh()
 
     def update(self) -> None:
         """Redraw after an event: always."""
         self._drawn = None
+        self._retitle()
         self.refresh()
 
     def tick(self) -> None:

@@ -111,6 +111,12 @@ class MonitorConnection(ABC):
     async def waits(self, idents: list[int]) -> dict[int, WaitReport]:
         """Which of ``idents`` the server reports waiting on a lock."""
 
+    async def deadlock_report(self) -> str | None:
+        """The server's account of the latest deadlock, where it keeps one apart from the
+        victim's error (InnoDB's LATEST DETECTED DEADLOCK); None: it keeps none, or it
+        could not be read."""
+        return None
+
     @abstractmethod
     async def cancel(self, ident: int) -> bool:
         """Cancel the statement running on backend ``ident``."""

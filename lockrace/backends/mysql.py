@@ -715,6 +715,17 @@ class MySQLMonitor(MonitorConnection):
                 blockers.add(int(pid))
         return tuple(sorted(blockers or granted)), table
 
+    async def deadlock_report(self) -> str | None:
+        """InnoDB's LATEST DETECTED DEADLOCK section (SHOW ENGINE INNODB STATUS: read-only,
+        needs the PROCESS privilege); None when it cannot be read."""
+        from ..core.deadlock import latest_deadlock
+
+        try:
+            rows = await self._query("SHOW ENGINE INNODB STATUS")
+        except pymysql.MySQLError:
+            return None
+        return latest_deadlock(str(rows[0][2])) if rows and len(rows[0]) > 2 else None
+
     async def cancel(self, ident: int) -> bool:
         try:
             await self._query(f"KILL QUERY {int(ident)}")

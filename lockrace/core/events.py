@@ -91,6 +91,12 @@ class StatementResult:
     held_by: tuple[str, ...] | None = None
     """A refusal (NOWAIT): who held the lock, as the server's lock views said right after it
     (() they showed no holder any more; None they cannot tell)."""
+    explained: tuple[str, ...] = ()
+    """Lines lockrace adds to explain the answer in plain words: a deadlock's cycle as the server
+    told it (sessions by name, then ``cycle: A → B → A``), a COMMIT that rolled back, NOWAIT
+    behind a table lock (see core/deadlock.py, core/explain.py)."""
+    cycle: tuple[str, ...] = ()
+    """A deadlock victim: the sessions of the cycle, the victim first, as the server reported it."""
     skipped_rows: int = 0
     skipped_from: tuple[str, ...] = ()
     skip_unknown: str = ""
@@ -167,6 +173,10 @@ class StatementBlocked(Event):
     blockers: tuple[str, ...]
     lock: LockInfo | None
     since_ns: int = 0  # statement start
+    budget: Budget | None = None
+    """The budget that bounds this wait, when the server's report changed it from the one
+    the statement started with (MariaDB/MySQL: a metadata-lock wait is bounded by
+    lock_wait_timeout, not innodb_lock_wait_timeout); None: the statement's."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +195,8 @@ class StatementFinished(Event):
 class StatementExplained(Event):
     """What lockrace learnt about a finished statement from a further question to the
     server, after its answer was out (``StatementFinished``): who holds the lock a
-    refused statement wanted (``result.held_by``, set in the same result object)."""
+    refused statement wanted (``result.held_by``, set in the same result object), or
+    a deadlock victim's cycle (``result.explained``, ``result.cycle``)."""
 
     stmt_id: int
     result: StatementResult

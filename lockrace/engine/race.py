@@ -37,6 +37,7 @@ from ..core.events import (
 )
 from ..core import prepared as prepared_mod
 from ..core.outcome import asks_skip_locked, with_skip
+from . import explain as explain_mod
 from .budget_book import BudgetBook
 from .session import RunningStatement, Session
 
@@ -461,6 +462,9 @@ class Race:
         if result.outcome == "refused":
             await asyncio.sleep(0)  # let the caller go on first: setting up the question is not its wait
             await self._name_holders(session, stmt, result)
+        elif result.outcome == "deadlock":
+            await asyncio.sleep(0)
+            await self._explain_deadlock(session, stmt, result)
         self._release(session, stmt)
         if result.outcome == "connection_lost" and self._lost_probe is None:
             self._lost_probe = asyncio.create_task(self._probe_server(session), name="lockrace-lost-probe")
@@ -523,6 +527,8 @@ class Race:
             result.budget = _NOWAIT
         if stmt.may_prepare:
             self._track_prepared(session, stmt.sql, result)
+        if result.tag == "ROLLBACK" or stmt.lock is not None:  # a COMMIT that rolled back, NOWAIT that waited
+            result.explained = explain_mod.notes(stmt.sql, result, session.flavor)
 
     def _answer_if_known(self, session: Session, stmt: RunningStatement) -> None:
         """The answer is complete without asking the server anything more (the driver
@@ -708,6 +714,11 @@ class Race:
         # said whatever was found: a listener waiting to name the holder goes on
         self.emit(StatementExplained(session.name, perf_counter_ns(), stmt.stmt_id, result, node=session.node))
 
+    async def _explain_deadlock(self, session: Session, stmt: RunningStatement, result: StatementResult) -> None:
+        """A deadlock victim: the server's account of the cycle, sessions by name (engine/explain.py)."""
+        await explain_mod.deadlock(self, session, result)
+        self.emit(StatementExplained(session.name, perf_counter_ns(), stmt.stmt_id, result, node=session.node))
+
     async def _refresh_state(self, session: Session, stmt: RunningStatement | None = None) -> None:
         """The session's transaction state (the driver's, from the protocol) and its
         budgets.  The budgets are read from the server once, on a connection that
@@ -866,7 +877,7 @@ class Race:
                         stmt.locks_seen += (report.lock,)
                     stmt.ever_blocked = True
                     self.emit(StatementBlocked(s.name, now, stmt.stmt_id, stmt.blockers, stmt.lock, stmt.started_ns,
-                                               node=s.node))
+                                               budget=stmt.budget, node=s.node))
                     stmt.blocked.set()
             elif stmt.blocked_since is not None and stmt.result is None:
                 stmt.waited_ns += now - stmt.blocked_since

@@ -2,7 +2,7 @@
 expectations: ``lockrace run``.  Each step goes through the engine's one
 scheduler (``engine/scheduler.py``), the same one the app steps with.
 
-Semantics (also in the README):
+Semantics (also in docs/race-format.md):
 
 * Each step is launched in its session.  The runner waits until it finishes,
   unless the step expects to block (``blocked-by`` or ``completes-after``):

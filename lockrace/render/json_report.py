@@ -36,6 +36,9 @@ def report_dict(report: RunReport, origin: str = "") -> dict:
                 # a refusal: who held the lock per the lock views right after it (null: they could not tell)
                 "held_by": list(res.held_by) if res.held_by is not None else None,
                 "txn_after": rec.txn_after,
+                # lockrace's plain words: a deadlock's cycle as the server told it, a COMMIT that rolled back
+                "explained": list(res.explained),
+                "cycle": list(res.cycle) if res.cycle else None,  # a deadlock victim: the cycle, victim first
             })
             if res.node:  # cluster runs: where the statement ran, and why a cluster failure happened
                 item.update({"node": res.node, "conflict": res.conflict or None})

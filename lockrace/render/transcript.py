@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.events import LockInfo, StatementResult
+from ..core.lockwords import wait_words
 from ..engine.scheduler import Entry, RunReport
 from ..engine.verify import StepRecord, check
 from ..scenario.model import Scenario
@@ -64,31 +65,34 @@ def ms(ns: int) -> str:
     return f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
 
 
-def _plain(value: float) -> str:
-    """A number as people write it: 0.5, 50, 100000000 (never 1e+08)."""
-    return ("%.3f" % value).rstrip("0").rstrip(".")
+_UNITS = [("year", 365 * 86400_000), ("day", 86400_000), ("h", 3600_000), ("min", 60_000)]
 
 
-# whole units of a long budget, largest first (a year as the servers count it: 365 days)
-_LONG_UNITS = (("year", 31_536_000), ("day", 86_400), ("h", 3_600), ("min", 60))
-
-
-def duration_words(ms: float) -> str:
-    """'100 ms', '1 s', '50 s', '5 min', '1 day', '1 year' (lock_wait_timeout's default
-    on MySQL); a length that is no whole unit stays in seconds: '100000000 s'."""
-    if ms < 1000:
-        return f"{_plain(ms)} ms"
-    seconds = ms / 1000
-    for unit, size in _LONG_UNITS:
-        if seconds >= size and seconds % size == 0:
-            count = int(seconds // size)
-            plural = "s" if count != 1 and unit in ("year", "day") else ""
-            return f"{count} {unit}{plural}"
-    return f"{_plain(seconds)} s"
+def duration_words(ms_value: float) -> str:
+    """A duration as a learner reads it: '100 ms', '50 s', '5 min', '1 h 30 min', '1 day',
+    '1 year' (never '86400 s' or '3.1536e+07 s')."""
+    if ms_value < 1000:
+        return f"{ms_value:g} ms"
+    if ms_value < 120_000 and (ms_value < 60_000 or ms_value % 60_000):
+        return f"{round(ms_value / 1000, 3):g} s"
+    for i, (unit, size) in enumerate(_UNITS):
+        if ms_value >= size:
+            whole, rest = divmod(ms_value, size)
+            words = f"{int(whole)} {unit}" + ("s" if unit in ("year", "day") and whole != 1 else "")
+            if rest == 0:
+                return words
+            if i + 1 < len(_UNITS) and whole < 10:  # 1 h 30 min; past ten of a unit, tenths of it
+                smaller, small_size = _UNITS[i + 1]
+                if rest % small_size == 0:
+                    n = int(rest // small_size)
+                    return f"{words} {n} {smaller}" + ("s" if smaller == "day" and n != 1 else "")
+            value = round(ms_value / size, 1)
+            return f"{value:g} {unit}" + ("s" if unit in ("year", "day") and value != 1 else "")
+    return f"{round(ms_value / 1000, 3):g} s"
 
 
 def budget_amount(budget) -> str:
-    """'100 ms', '1 s', '1 year'; empty for no budget or a zero one (NOWAIT)."""
+    """'100 ms', '1 s', '1 day'; empty for no budget or a zero one (NOWAIT)."""
     if budget is None or budget.ms == 0:
         return ""
     return duration_words(budget.ms)
@@ -131,6 +135,13 @@ def annotation(res: StatementResult, *, was_blocked: bool, blockers, always: boo
     return "-- " + "; ".join(notes) if notes else ""
 
 
+def explained_lines(res: StatementResult) -> list[str]:
+    """lockrace's plain words after the note: a deadlock's cycle as the server told it
+    (sessions by name, then ``cycle: A → B → A``), a COMMIT that rolled back, NOWAIT
+    behind a table lock (``StatementResult.explained``)."""
+    return [f"-- {line}" for line in res.explained]
+
+
 def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if entry.kind == "note":
         return [f"-- {line}" if line else "--" for line in entry.text.splitlines()]
@@ -145,7 +156,8 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     if entry.kind == "blocked":
         lock = f" on {entry.lock.describe()}" if entry.lock else ""
         who = names_text(entry.blockers)
-        return [f"-- {rec.step.session} is blocked by {who}{lock}"]
+        meaning = wait_words(entry.lock, list(entry.blockers))  # a row wait, a row's queue: in plain words
+        return [f"-- {rec.step.session} is blocked by {who}{lock}{f': {meaning}' if meaning else ''}"]
     if entry.kind == "problem":
         return [f"-- problem: {entry.text}"]
     # finish
@@ -158,6 +170,7 @@ def entry_lines(entry: Entry, flavor: str) -> list[str]:
     note = annotation(res, was_blocked=rec.was_blocked, blockers=rec.blockers)
     if note:
         lines.append(note)
+    lines.extend(explained_lines(res))
     if rec.problem:
         lines.append(f"-- problem: {rec.problem}")
     return lines

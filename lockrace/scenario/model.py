@@ -13,7 +13,6 @@ so that a scenario records where MariaDB and MySQL 8 really differ.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
