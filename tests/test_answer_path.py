@@ -15,6 +15,7 @@ import pytest
 
 from lockrace.backends.worker import SessionThread
 from lockrace.core.events import SessionState, StatementExplained, StatementFinished, StatementStarted
+from series import series_sql
 
 
 async def test_statement_is_on_the_wire_when_submit_returns(pg_server, pg_backend, make_race):
@@ -330,7 +331,7 @@ def test_mariadb_whole_answers_are_told_from_the_servers_own_bytes(mysql_server,
             ("SELECT NULL", True),  # a row starting with NULL (0xfb)
             ("SELECT 1 FROM DUAL WHERE 1 = 0", True),  # no rows
             ("SELECT no_such_column", True),  # an error
-            ("SELECT seq FROM seq_1_to_300", True),  # several packets of rows
+            (series_sql(mysql_backend.flavor, 300), True),  # several packets of rows
             ("SELECT CAST('x' AS SIGNED)", False),  # a warning: read back on the thread
             ("SELECT 1; SELECT 2", False),  # more results
             ("DO 1; DO 2", False),
@@ -367,7 +368,41 @@ async def test_mariadb_short_answers_are_read_on_the_loop(mysql_backend, make_ra
     the session's thread; rows streaming in, warnings and a long statement go through
     it (nothing is read back on the session's connection: not its state, not its budgets).  Every statement is started,
     finished and followed by the session's state once, whichever way it went."""
-    race = await make_race(mysql_backend, ("A", "B"))
+    await _short_answers_on_the_loop(mysql_backend, make_race)
+
+
+@pytest.fixture(scope="module")
+def mysql_tcp_server():
+    """A private MySQL-family server of this module's own on a loopback port, where a
+    MySQL server offers TLS (with the certificates it made itself) and PyMySQL takes it."""
+    from lockrace.servers.private_mysql import PrivateMySQL
+    from lockrace.servers.target import Target
+
+    server = PrivateMySQL(tcp=True)
+    server.start()
+    try:
+        yield Target("mysql", "private", mysql_kwargs=server.connect_kwargs(), server=server)
+    finally:
+        server.stop()
+
+
+async def test_short_answers_over_tcp_and_tls_are_read_on_the_loop(mysql_tcp_server, make_race):
+    """The same over TCP, which is TLS on MySQL: an SSLSocket takes no flags to its reads
+    and keeps decrypted bytes its socket no longer shows; the loop reads those answers
+    itself all the same, and nothing hangs."""
+    import ssl
+
+    from lockrace.backends import open_backend
+
+    backend = await open_backend(mysql_tcp_server)  # (the server goes at the module's end)
+    race = await make_race(backend, ("A", "B"))
+    tls = isinstance(race.sessions["B"].conn.conn._sock, ssl.SSLSocket)
+    assert tls == (backend.flavor == "mysql8"), type(race.sessions["B"].conn.conn._sock)
+    await _short_answers_on_the_loop(backend, make_race, race)
+
+
+async def _short_answers_on_the_loop(mysql_backend, make_race, race=None):
+    race = race or await make_race(mysql_backend, ("A", "B"))
     await mysql_backend.run_admin(["CREATE TABLE loop_rows (id int PRIMARY KEY) ENGINE=InnoDB",
                                    "INSERT INTO loop_rows VALUES (1)"])
     await race.run("A", "BEGIN")
@@ -380,7 +415,7 @@ async def test_mariadb_short_answers_are_read_on_the_loop(mysql_backend, make_ra
         (nowait, "refused", []),
         ("SELECT 1 AS one", "ok", []),
         ("DO 1", "ok", []),
-        ("SELECT seq FROM seq_1_to_50000", "ok", ["_execute_refreshed"]),  # streams: the thread reads it
+        (series_sql(mysql_backend.flavor, 50000), "ok", ["_execute_refreshed"]),  # streams: the thread reads it
         ("SELECT CAST('x' AS SIGNED)", "ok", ["_execute_refreshed"]),  # a warning: the thread reads the answer
         ("SET SESSION innodb_lock_wait_timeout = 1", "ok", []),  # the budget follows the SET: nothing read back
         ("SELECT id FROM loop_rows WHERE id = 1 FOR UPDATE", "timed_out", []),
@@ -397,7 +432,8 @@ async def test_mariadb_short_answers_are_read_on_the_loop(mysql_backend, make_ra
         assert res.outcome == outcome, (sql[:40], res.outcome, res.message)
         assert calls == thread, (sql[:40], calls)
     assert race.sessions["B"].txn == "idle"
-    big = next(e.result for e in events if isinstance(e, StatementFinished) and "seq_1_to_50000" in e.sql)
+    rows = series_sql(mysql_backend.flavor, 50000)
+    big = next(e.result for e in events if isinstance(e, StatementFinished) and e.sql == rows)
     assert (big.total_rows, len(big.rows)) == (50000, 200)
     one = next(e.result for e in events if isinstance(e, StatementFinished) and e.sql == "SELECT 1 AS one")
     assert (one.columns, one.rows) == (["one"], [("1",)])

@@ -180,3 +180,24 @@ async def test_panel_and_transcript_annotate_a_timeout_in_the_same_words(pg_serv
     saved = [line for line in (tmp_path / "timeout.txt").read_text().splitlines() if line.startswith("-- timed out")]
     assert len(shown) == 1 and shown == saved
     assert "budget lock_timeout 100 ms" in saved[0]
+
+
+async def test_saved_mysql_wait_replays_on_the_same_server_kind(mysql_server, tmp_path):
+    """The same on the MySQL family (MariaDB, or MySQL when LOCKRACE_MYSQLD names one):
+    the saved race verifies under ``lockrace run`` and prints the saved transcript."""
+    async with running_app(engine="mysql", targets={"mysql": mysql_server}, save_dir=tmp_path) as (app, pilot):
+        await enter(pilot, app, "A", "BEGIN;")
+        await enter(pilot, app, "A", "UPDATE accounts SET balance = balance - 10 WHERE id = 1;")
+        await finished(pilot, app, "A", 2)
+        await enter(pilot, app, "B", "UPDATE accounts SET balance = balance + 10 WHERE id = 1;")
+        await until(pilot, lambda: badge(app, "B").startswith("BLOCKED"), what="B blocked")
+        await enter(pilot, app, "A", "COMMIT;")
+        await finished(pilot, app, "B", 1)
+        await finished(pilot, app, "A", 3)
+        await save_through_dialog(app, pilot, tmp_path / "wait.race")
+    saved = (tmp_path / "wait.txt").read_text()
+    code, printed = await lockrace_run(tmp_path / "wait.race")
+    assert code == 0, printed
+    assert "-- B is blocked by A on accounts row (PRIMARY 1)" in saved, saved
+    assert "B> <... completed step 3>" in saved
+    assert TIMES.sub("T", saved) == TIMES.sub("T", printed)

@@ -17,6 +17,7 @@ from lockrace.app.timeline import render_timeline
 from lockrace.scenario.spec_format import read_spec
 
 from app_helpers import badge, running_app, until
+from conftest import private_server_name
 
 UPSTREAM = Path(__file__).resolve().parent / "isolation" / "upstream" / "specs"
 NOWAIT = UPSTREAM / "nowait.spec"
@@ -124,7 +125,7 @@ async def test_mariadb_spec_steps_through_a_deadlock(mysql_server):
     spec = read_spec(MARIADB_DEADLOCK)
     async with running_app(engine="mysql", targets={"mysql": mysql_server}, scenario=spec) as (app, pilot):
         player = app.player
-        assert "MariaDB" in app.sub_title and list(app.panels) == ["s1", "s2"]
+        assert private_server_name() in app.sub_title and list(app.panels) == ["s1", "s2"]
         for _ in range(3):  # s1a s2a s1b: s1b waits for s2's row
             await pilot.press("f5")
             await until(pilot, lambda: not player.busy, what="a step")

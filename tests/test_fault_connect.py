@@ -221,11 +221,27 @@ def test_mariadbd_missing():
         "from lockrace.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     env = lockrace_env(PATH=os.path.dirname(sys.executable))
+    env.pop("LOCKRACE_MYSQLD", None)  # (no server named either)
     out = subprocess.run([sys.executable, "-c", code, "run", "mysql-nowait"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=60)
     line = assert_one_clear_sentence(out, contains="no MariaDB/MySQL server available")
     # it names both ways to get one
     assert "mariadbd" in line and "--mysql" in line and "LOCKRACE_MYSQL_DSN" in line
+
+
+@pytest.mark.parametrize("server, words", [
+    ("/nonexistent/mysqld", "is not an executable file"),
+    ("/bin/echo", "is not a MariaDB or MySQL server"),
+])
+def test_lockrace_mysqld_that_is_no_server(server, words, tmp_path):
+    """LOCKRACE_MYSQLD naming something that is not a MariaDB or MySQL server: one sentence,
+    exit 2, and no temp dir left behind."""
+    env = lockrace_env(tmp_path, LOCKRACE_MYSQLD=server)
+    out = subprocess.run([sys.executable, "-m", "lockrace", "run", "mysql-nowait"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=60)
+    line = assert_one_clear_sentence(out, contains=words)
+    assert f"LOCKRACE_MYSQLD={server}" in line
+    assert list(tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------------------ the app

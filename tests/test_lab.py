@@ -62,10 +62,9 @@ async def test_mysql_short_bench(mysql_backend):
     assert all(s.row == "2" for s in result.modes["skip_locked"].samples)
 
 
+@pytest.mark.mariadb_only  # WAIT n is MariaDB syntax
 async def test_mariadb_wait_fraction_behaves_as_wait_0(mysql_backend):
     """MariaDB keeps only the whole seconds of WAIT n: WAIT 0.1 refuses at once."""
-    if mysql_backend.flavor != "mariadb":
-        pytest.skip("WAIT n is MariaDB syntax")
     await mysql_backend.reset_sandbox()
     cfg = make_config("mysql", "mariadb", runs=3, hold_ms=400, budget_ms=100, modes="wait,nowait", warmup=1)
     result = await HolderWaiterLab(mysql_backend, cfg).run()

@@ -13,6 +13,7 @@ from lockrace.engine.runner import ScenarioRunner
 from lockrace.render.tables import result_lines
 from lockrace.render.transcript import entry_lines
 from lockrace.scenario.text_format import parse_scenario
+from series import series_sql
 
 
 def _rss_mib() -> float:
@@ -20,9 +21,8 @@ def _rss_mib() -> float:
         return int(fh.read().split()[1]) * 4096 / 2**20
 
 
-def _series(engine: str, n: int) -> str:
-    # MariaDB's SEQUENCE engine streams its rows as PostgreSQL's generate_series does
-    return f"SELECT generate_series(1, {n}) AS n" if engine == "postgres" else f"SELECT seq AS n FROM seq_1_to_{n}"
+def _series(backend, n: int) -> str:
+    return series_sql(backend.flavor, n)
 
 
 async def _race(backend):
@@ -34,7 +34,7 @@ async def test_two_million_rows_keep_200_and_count_the_rest(engine, pg_backend, 
     race = await _race(backend)
     try:
         before = _rss_mib()
-        result = await race.run("A", _series(engine, 2_000_000))
+        result = await race.run("A", _series(backend, 2_000_000))
         grown = _rss_mib() - before
     finally:
         await race.close()
@@ -53,7 +53,7 @@ async def test_every_result_set_of_a_multi_statement_text_is_bounded(engine, pg_
     backend = pg_backend if engine == "postgres" else mysql_backend
     race = await _race(backend)
     try:
-        result = await race.run("A", f"{_series(engine, 300)}; SELECT 7 AS x; {_series(engine, 5)}")
+        result = await race.run("A", f"{_series(backend, 300)}; SELECT 7 AS x; {_series(backend, 5)}")
     finally:
         await race.close()
     assert result.outcome == "ok", result.message
@@ -68,7 +68,7 @@ async def test_cancel_stops_a_large_fetch(engine, pg_backend, mysql_backend):
     backend = pg_backend if engine == "postgres" else mysql_backend
     race = await _race(backend)
     try:
-        stmt = race.submit("A", _series(engine, 500_000_000))
+        stmt = race.submit("A", _series(backend, 500_000_000))
         await asyncio.sleep(0.8)
         assert not stmt.done.is_set(), "the fetch should still be running"
         t0 = time.perf_counter()
@@ -89,7 +89,7 @@ async def test_run_transcript_shows_bounded_rows_and_the_true_count(engine, pg_b
     scenario = parse_scenario(
         "title: big read\n"
         f"engines: {engine}\n\n"
-        f"A> {_series(engine, 5000)};\n"
+        f"A> {_series(backend, 5000)};\n"
         "    rows: 5000\n"
         "    row: 1\n"
     )
@@ -109,8 +109,7 @@ async def test_run_transcript_shows_bounded_rows_and_the_true_count(engine, pg_b
 async def test_skip_locked_on_a_large_table_still_counts_what_it_passed_over(engine, pg_backend, mysql_backend):
     # the probe that counts skipped rows reads a bounded number of rows, not the whole table
     backend = pg_backend if engine == "postgres" else mysql_backend
-    fill = ("INSERT INTO big SELECT g FROM generate_series(1, 300000) g" if engine == "postgres"
-            else "INSERT INTO big SELECT seq FROM seq_1_to_300000")
+    fill = f"INSERT INTO big {_series(backend, 300_000)}"
     await backend.run_admin(["DROP TABLE IF EXISTS big", "CREATE TABLE big (id int PRIMARY KEY)", fill])
     race = await _race(backend)
     try:

@@ -465,8 +465,7 @@ def mariadb_without_mdl_info():
     except ServerStartError as exc:
         from conftest import _unavailable
         _unavailable("MariaDB", exc)
-    if server.flavor != "mariadb":
-        pytest.skip("METADATA_LOCK_INFO is MariaDB's")  # MySQL has performance_schema.metadata_locks
+    assert server.flavor == "mariadb"  # (mariadb_only: MySQL has performance_schema.metadata_locks)
     server.start()
     try:
         yield server
@@ -474,6 +473,7 @@ def mariadb_without_mdl_info():
         server.stop()
 
 
+@pytest.mark.mariadb_only
 def test_mariadb_without_metadata_lock_info_says_so(mariadb_without_mdl_info):
     kw = mariadb_without_mdl_info.connect_kwargs()
     setup = pymysql.connect(**kw, autocommit=True)

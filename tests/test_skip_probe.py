@@ -13,6 +13,8 @@ from lockrace.backends.base import NoProbe, skip_probe
      "SELECT id FROM jobs ORDER BY id", 1),
     ("SELECT * FROM jobs WHERE id IN (SELECT id FROM q LIMIT 5) FOR NO KEY UPDATE OF jobs SKIP LOCKED",
      "SELECT * FROM jobs WHERE id IN (SELECT id FROM q LIMIT 5)", None),
+    # MariaDB's shared form takes SKIP LOCKED too
+    ("SELECT id FROM jobs ORDER BY id LIMIT 2 LOCK IN SHARE MODE SKIP LOCKED", "SELECT id FROM jobs ORDER BY id", 2),
 ])
 def test_probe(sql, probe, limit):
     got, got_limit, table = skip_probe(sql)
@@ -27,6 +29,7 @@ def test_probe(sql, probe, limit):
     ("SELECT id FROM jobs LIMIT 1 OFFSET 1 FOR UPDATE SKIP LOCKED", "OFFSET"),
     ("SELECT id FROM jobs FOR UPDATE SKIP LOCKED; SELECT 1", "single"),
     ("SELECT id FROM jobs /* FOR UPDATE SKIP LOCKED */", "SKIP LOCKED"),
+    ("SELECT id FROM jobs LOCK IN SHARE MODE NOWAIT", "SKIP LOCKED"),
 ])
 def test_no_probe(sql, why):
     with pytest.raises(NoProbe, match=why):

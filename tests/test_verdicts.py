@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from lockrace.engine.race import Race
 from lockrace.engine.runner import ScenarioRunner
 from lockrace.scenario.text_format import read_scenario
@@ -85,6 +87,7 @@ async def test_skip_locked_names_real_holders_and_foreign_ones(mysql_backend):
         await backend.run_admin([f"DROP DATABASE IF EXISTS `{other_db}`"])
 
 
+@pytest.mark.mariadb_only
 async def test_mariadb_zero_lock_wait_timeout_is_a_refusal(mysql_backend):
     # 1205 at once under innodb_lock_wait_timeout = 0 (SET SESSION or SET STATEMENT)
     # is a refusal; the budget shown is the one in force: SET STATEMENT's, and
@@ -121,6 +124,7 @@ async def _mdl_race(mysql_server, has_mdl_info: bool):
     return backend, await Race(backend, ["A", "B", "C"]).open()
 
 
+@pytest.mark.mariadb_only
 async def test_metadata_wait_names_the_holder_without_the_plugin(mysql_server):
     backend, race = await _mdl_race(mysql_server, has_mdl_info=False)
     try:

@@ -68,3 +68,17 @@ def test_wait_line_agrees_with_several_blockers():
     assert status.activity().label == "BLOCKED by B and C on table accounts AccessExclusiveLock"
     status.apply(StatementBlocked("D", 3_000, 7, ("B",), None))
     assert status.wait_line(now_ns=1_000_000_000).endswith("waits until B ends")
+
+
+def test_mysql_family_budgets_read_as_durations():
+    """lock_wait_timeout's default on MySQL and MariaDB is a year; the innodb ceilings
+    (MariaDB 10^8 s, MySQL 2^30 s) are years too: never in exponent notation."""
+    from lockrace.core.events import Budget
+    from lockrace.render.transcript import budget_text
+
+    assert budget_text(Budget("lock_wait_timeout", 31_536_000_000.0)) == "lock_wait_timeout 1 year"
+    assert budget_text(Budget("innodb_lock_wait_timeout", 50_000.0)) == "innodb_lock_wait_timeout 50 s"
+    for ceiling_s in (100_000_000, 1_073_741_824):
+        text = budget_text(Budget("innodb_lock_wait_timeout", ceiling_s * 1000.0))
+        assert text.endswith(" years") and "e+" not in text, text
+    assert budget_text(Budget("NOWAIT", 0.0)) == "NOWAIT"

@@ -228,8 +228,14 @@ def skip_probe(sql: str, dialect: str = "postgres") -> tuple[str, int | None, st
             i = j
             continue
         elif depth == 0 and tok.is_word("LOCK") and i + 2 < n and toks[i + 1].is_word("IN"):
-            cut.append((i, min(n, i + 4)))
-            i += 4
+            # LOCK IN SHARE MODE, and what may follow it on MariaDB: SKIP LOCKED, NOWAIT, WAIT n
+            j = min(n, i + 4)
+            while j < n and not toks[j].is_word("LIMIT", "FETCH", "OFFSET", "FOR", "LOCK"):
+                j += 1
+            if "SKIP" in [t.value.upper() for t in toks[i:j] if t.kind == WORD]:
+                locking = True
+            cut.append((i, j))
+            i = j
             continue
         elif depth == 0 and tok.is_word("OFFSET"):
             raise NoProbe("OFFSET makes which rows were passed over ambiguous")

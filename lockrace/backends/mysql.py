@@ -4,9 +4,9 @@ so the event loop never waits on the server.  The one exception waits for
 nothing: a short statement is sent from the loop, and an answer that has
 arrived whole is parsed there (mysql_answer.py).
 
-MariaDB is verified live.  MySQL 8 support (performance_schema lock views,
-3572 ER_LOCK_NOWAIT, max_execution_time) follows MySQL's documentation: no
-MySQL 8 server can be installed where lockrace is developed.
+Verified live on MariaDB 10.11 and on Oracle MySQL 9.7.4 (flavor "mysql8": the
+performance_schema lock views, 3572 ER_LOCK_NOWAIT, max_execution_time, TLS on
+TCP connections as MySQL offers it).
 """
 
 from __future__ import annotations
@@ -101,6 +101,29 @@ class _Connection(pymysql.connections.Connection):
         if status is not None:
             self.server_status = status
         return packet
+
+    def _create_ssl_ctx(self, sslp):
+        # TLS when the server offers it, without checking its certificate (PyMySQL's own
+        # PREFERRED, sslp == {}): one context for every connection, where PyMySQL would
+        # build one per connection (40 ms of CPU each here, reading the system's CAs)
+        if isinstance(sslp, dict) and not sslp:
+            return _preferred_context()
+        return super()._create_ssl_ctx(sslp)
+
+
+_PREFERRED_CTX = None
+
+
+def _preferred_context():
+    global _PREFERRED_CTX
+    if _PREFERRED_CTX is None:
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        _PREFERRED_CTX = ctx
+    return _PREFERRED_CTX
 
 
 # Encoders for query arguments, but no decoders: values come back as the
@@ -238,6 +261,10 @@ class MySQLSession(SocketWatch, SessionConnection):
         if not self._lock.acquire(blocking=False):
             return None
         try:
+            pending = getattr(self.conn._sock, "pending", None)
+            if pending is not None and pending():  # TLS holds bytes nobody read: the thread's way
+                self._lock.release()
+                return None
             loop = self._watching()
             if loop is None:
                 self._lock.release()
@@ -456,6 +483,33 @@ WHERE ID <> %s AND STATE LIKE 'Waiting for table metadata lock'
 """
 
 
+# the blocker of a row-lock wait on a MySQL server without performance_schema: nobody can say
+_UNNAMED = -1
+NO_PERFORMANCE_SCHEMA = ("an unnamed holder (performance_schema is OFF on this MySQL server:"
+                         " it does not tell who holds the lock)")
+
+# MySQL's metadata lock types on a table (sql/mdl.cc, MDL_object_lock): which granted
+# locks a request cannot share, and which waiting requests it must let go first
+_MDL_SHORT = {"INTENTION_EXCLUSIVE": "IX", "SHARED": "S", "SHARED_HIGH_PRIO": "SH", "SHARED_READ": "SR",
+              "SHARED_WRITE": "SW", "SHARED_WRITE_LOW_PRIO": "SWLP", "SHARED_UPGRADABLE": "SU",
+              "SHARED_READ_ONLY": "SRO", "SHARED_NO_WRITE": "SNW", "SHARED_NO_READ_WRITE": "SNRW",
+              "EXCLUSIVE": "X"}
+_MDL_GRANTED_CLASH = {
+    "S": {"X"}, "SH": {"X"}, "SR": {"SNRW", "X"},
+    "SW": {"SRO", "SNW", "SNRW", "X"}, "SWLP": {"SRO", "SNW", "SNRW", "X"},
+    "SU": {"SU", "SNW", "SNRW", "X"}, "SRO": {"SW", "SWLP", "SNW", "SNRW", "X"},
+    "SNW": {"SW", "SWLP", "SU", "SRO", "SNW", "SNRW", "X"},
+    "SNRW": {"SR", "SW", "SWLP", "SU", "SRO", "SNW", "SNRW", "X"},
+    "X": {"S", "SH", "SR", "SW", "SWLP", "SU", "SRO", "SNW", "SNRW", "X"},
+    "IX": set(),
+}
+_MDL_WAITING_CLASH = {
+    "S": set(), "SH": set(), "SR": {"SNRW", "X"}, "SW": {"SNW", "SNRW", "X"},
+    "SWLP": {"SRO", "SNW", "SNRW", "X"}, "SU": {"X"}, "SRO": {"SR", "SNRW", "X"},
+    "SNW": {"X"}, "SNRW": {"X"}, "X": set(), "IX": set(),
+}
+
+
 _WAITED_TABLE = re.compile(r"\b(?:FROM|UPDATE|INTO|TABLE|TABLES|JOIN)\s+(?:`?\w+`?\.)?`?([A-Za-z_][\w$]*)`?", re.IGNORECASE)
 
 
@@ -484,6 +538,9 @@ class MySQLMonitor(MonitorConnection):
         self._fresh_due: float | None = None  # when a fresh answer can be had, if the last one was not
         self.sandbox = sandbox
         self.has_mdl_info = has_mdl_info
+        # MySQL with performance_schema=OFF: its lock views are empty; INNODB_TRX still says
+        # who waits for a row lock, but not on whom
+        self.performance_schema = True
         self.own_sessions = own_sessions if own_sessions is not None else set()  # thread ids of this run's sessions
         self.lock = asyncio.Lock()
         # MariaDB: read InnoDB's lock views once, 5 ms after a statement was sent (it waits
@@ -534,7 +591,7 @@ class MySQLMonitor(MonitorConnection):
         waits until 100 ms have passed since the previous one.  MySQL 8's
         performance_schema tables have no such cache.
         """
-        if self.flavor != "mysql8":
+        if self.flavor != "mysql8" or "INNODB_TRX" in sql:
             loop = asyncio.get_running_loop()
             delay = self._innodb_read_at + 0.101 - loop.time()
             if delay > 0:
@@ -583,6 +640,8 @@ class MySQLMonitor(MonitorConnection):
         if not idents:
             return {}
         ids = ",".join(str(int(i)) for i in idents)
+        if self.flavor == "mysql8" and not self.performance_schema:
+            return await self._waits_without_performance_schema(idents)
         if self.flavor == "mysql8":
             rows = await self._innodb_query(query("mysql8", "data_lock_waits").format(ids=ids))
         else:
@@ -610,6 +669,25 @@ class MySQLMonitor(MonitorConnection):
             reports.update(await self._mdl_waits(missing))
         return reports
 
+    async def _waits_without_performance_schema(self, idents: list[int]) -> dict[int, WaitReport]:
+        """MySQL with performance_schema=OFF: INNODB_TRX (a cache InnoDB refreshes only
+        after 100 ms without a read, so read no more often) says which sessions wait
+        for a row lock; nothing says on whom.  Metadata-lock waits still show in the
+        process list."""
+        ids = ",".join(str(int(i)) for i in idents)
+        rows = await self._innodb_query(
+            "SELECT trx_mysql_thread_id, trx_query FROM information_schema.INNODB_TRX"
+            f" WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id IN ({ids})")
+        reports = {}
+        for ident, sql in rows:
+            table = _waited_table(sql)
+            reports[int(ident)] = WaitReport(int(ident), (_UNNAMED,), LockInfo("record", "", table, ""),
+                                             process_names={_UNNAMED: NO_PERFORMANCE_SCHEMA})
+        missing = [i for i in idents if i not in reports]
+        if missing:
+            reports.update(await self._mdl_waits(missing))
+        return reports
+
     async def _mdl_waits(self, idents: list[int]) -> dict[int, WaitReport]:
         ids = ",".join(str(int(i)) for i in idents)
         rows = await self._query(_MDL_WAITERS.format(ids=ids))
@@ -618,18 +696,7 @@ class MySQLMonitor(MonitorConnection):
             holders: tuple[int, ...] = ()
             table = ""
             if self.flavor == "mysql8":
-                found = await self._query(
-                    "SELECT DISTINCT g.OWNER_THREAD_ID, t.PROCESSLIST_ID, g.OBJECT_NAME"
-                    " FROM performance_schema.metadata_locks p"
-                    " JOIN performance_schema.threads pt ON pt.THREAD_ID = p.OWNER_THREAD_ID"
-                    " JOIN performance_schema.metadata_locks g ON g.OBJECT_SCHEMA = p.OBJECT_SCHEMA"
-                    "  AND g.OBJECT_NAME = p.OBJECT_NAME AND g.LOCK_STATUS = 'GRANTED'"
-                    " JOIN performance_schema.threads t ON t.THREAD_ID = g.OWNER_THREAD_ID"
-                    " WHERE p.LOCK_STATUS = 'PENDING' AND pt.PROCESSLIST_ID = %s AND t.PROCESSLIST_ID <> %s",
-                    (ident, ident),
-                )
-                holders = tuple(sorted({int(r[1]) for r in found}))
-                table = found[0][2] if found else ""
+                holders, table = await self._mysql_mdl_blockers(int(ident))
             elif self.has_mdl_info and re.search(r"global read|backup", str(state), re.IGNORECASE):
                 # FLUSH TABLES WITH READ LOCK holds the backup lock in its FTWRL modes
                 found = await self._query(
@@ -657,6 +724,45 @@ class MySQLMonitor(MonitorConnection):
                 table = _waited_table(info)  # the server names no table without the plugin: the statement does
             reports[int(ident)] = WaitReport(int(ident), holders, LockInfo("metadata", "", table, str(state)))
         return reports
+
+    async def _mysql_mdl_blockers(self, ident: int) -> tuple[tuple[int, ...], str]:
+        """Who a MySQL session's pending metadata lock waits for, and on which table, from
+        performance_schema.metadata_locks: the sessions holding a lock its request cannot
+        share, and those whose own pending request goes first (an ALTER's EXCLUSIVE
+        request makes later reads queue behind it: they wait for the ALTER, not for the
+        reader it waits for).  The two tables are MySQL's own (sql/mdl.cc)."""
+        rows = await self._query(
+            "SELECT t.PROCESSLIST_ID, o.LOCK_TYPE, o.LOCK_STATUS, o.OBJECT_TYPE, o.OBJECT_NAME"
+            " FROM performance_schema.metadata_locks p"
+            " JOIN performance_schema.threads pt ON pt.THREAD_ID = p.OWNER_THREAD_ID"
+            " JOIN performance_schema.metadata_locks o ON o.OBJECT_TYPE = p.OBJECT_TYPE"
+            "  AND o.OBJECT_SCHEMA <=> p.OBJECT_SCHEMA AND o.OBJECT_NAME <=> p.OBJECT_NAME"
+            "  AND o.OWNER_THREAD_ID <> p.OWNER_THREAD_ID"
+            " JOIN performance_schema.threads t ON t.THREAD_ID = o.OWNER_THREAD_ID"
+            " WHERE p.LOCK_STATUS = 'PENDING' AND pt.PROCESSLIST_ID = %s",
+            (ident,),
+        )
+        mine = await self._query(
+            "SELECT p.LOCK_TYPE FROM performance_schema.metadata_locks p"
+            " JOIN performance_schema.threads pt ON pt.THREAD_ID = p.OWNER_THREAD_ID"
+            " WHERE p.LOCK_STATUS = 'PENDING' AND pt.PROCESSLIST_ID = %s", (ident,))
+        if not rows:
+            return (), ""
+        table = str(rows[0][4] or "") if rows[0][3] == "TABLE" else ""
+        wanted = _MDL_SHORT.get(str(mine[0][0])) if mine else None
+        granted = {int(r[0]) for r in rows if r[2] == "GRANTED"}
+        if wanted is None or rows[0][3] != "TABLE":
+            return tuple(sorted(granted)), table  # not a table's lock: whoever holds one
+        blockers = set()
+        for pid, ltype, status, _otype, _name in rows:
+            other = _MDL_SHORT.get(str(ltype))
+            if other is None:
+                blockers.add(int(pid))
+            elif status == "GRANTED" and other in _MDL_GRANTED_CLASH[wanted]:
+                blockers.add(int(pid))
+            elif status == "PENDING" and other in _MDL_WAITING_CLASH[wanted]:
+                blockers.add(int(pid))
+        return tuple(sorted(blockers or granted)), table
 
     async def deadlock_report(self) -> str | None:
         """InnoDB's LATEST DETECTED DEADLOCK section (SHOW ENGINE INNODB STATUS: read-only,
@@ -691,12 +797,16 @@ class MySQLMonitor(MonitorConnection):
 
     async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
         try:
-            if self.flavor == "mysql8":
+            if self.flavor == "mysql8" and self.performance_schema:
                 rows = await self._query(
+                    # a row lock's owner by its transaction's table lock (see data_lock_waits.sql)
                     "SELECT t.PROCESSLIST_ID, COUNT(*) FROM performance_schema.data_locks l"
-                    " JOIN performance_schema.threads t ON t.THREAD_ID = l.THREAD_ID"
-                    " WHERE l.LOCK_TYPE = 'RECORD' AND l.OBJECT_SCHEMA = %s AND l.OBJECT_NAME = %s"
-                    " AND t.PROCESSLIST_ID <> %s GROUP BY t.PROCESSLIST_ID",
+                    " JOIN (SELECT ENGINE_TRANSACTION_ID, MIN(THREAD_ID) AS THREAD_ID"
+                    "  FROM performance_schema.data_locks WHERE LOCK_TYPE = 'TABLE' GROUP BY ENGINE_TRANSACTION_ID) o"
+                    "  ON o.ENGINE_TRANSACTION_ID = l.ENGINE_TRANSACTION_ID"
+                    " JOIN performance_schema.threads t ON t.THREAD_ID = o.THREAD_ID"
+                    " WHERE l.LOCK_TYPE = 'RECORD' AND l.LOCK_STATUS = 'GRANTED' AND l.OBJECT_SCHEMA = %s"
+                    " AND l.OBJECT_NAME = %s AND t.PROCESSLIST_ID <> %s GROUP BY t.PROCESSLIST_ID",
                     (self.sandbox, table, exclude),
                 )
                 return RowLockHolders(tuple(sorted(int(r[0]) for r in rows)), None)
@@ -789,6 +899,7 @@ class MySQLBackend(Backend):
         self.flavor = "mariadb"
         self.version = ""
         self.has_mdl_info = False
+        self.performance_schema = True  # MySQL: its lock views are there (SELECT @@performance_schema)
         self.token = sandbox_mod.new_token()
         self.owner: _Connection | None = None  # holds the sandbox's named lock (DSN servers)
         self.marked = True  # the server takes database comments (MariaDB 10.5+)
@@ -891,6 +1002,11 @@ class MySQLBackend(Backend):
                 cur.execute(f"SELECT @@global.innodb_lock_wait_timeout, @@global.lock_wait_timeout,"
                             f" @@global.{statement_limit}, @@global.innodb_rollback_on_timeout")
                 ilwt, lwt, limit, rollback = cur.fetchone()
+                perf = True
+                if "mariadb" not in version.lower():  # MySQL's lock views are performance_schema's
+                    cur.execute("SELECT @@performance_schema")
+                    perf = str(cur.fetchone()[0]) in ("1", "ON")
+                self.performance_schema = perf
                 scale = 1000.0 if statement_limit == "max_statement_time" else 1.0
                 defaults = {"innodb_lock_wait_timeout": float(ilwt) * 1000, "lock_wait_timeout": float(lwt) * 1000,
                             statement_limit: float(limit) * scale}
@@ -1201,8 +1317,10 @@ class MySQLBackend(Backend):
         return session
 
     async def connect_monitor(self) -> MySQLMonitor:
-        return MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
-                            self.session_idents)
+        monitor = MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
+                               self.session_idents)
+        monitor.performance_schema = self.performance_schema
+        return monitor
 
     async def run_admin(self, sqls: list[str]) -> None:
         conn = await self._connect(role="admin")

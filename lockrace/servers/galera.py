@@ -69,6 +69,7 @@ class GaleraNode(PrivateMySQL):
     """One node: a private mariadbd with wsrep on, ready once it is Synced."""
 
     kind = "galera"
+    needs = "mariadb"  # (a MySQL server in LOCKRACE_MYSQLD is not for Galera)
 
     def __init__(self, name: str, provider: Path, ports: dict[str, int], peers: list[str], bootstrap: bool):
         super().__init__()

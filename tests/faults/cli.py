@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def lockrace_env(tmpdir: Path | None = None, **extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKRACE_")}
+    # (LOCKRACE_MYSQLD stays: it chooses which private server the tests run on)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKRACE_") or k == "LOCKRACE_MYSQLD"}
     env["PYTHONPATH"] = str(REPO)
     env["PYTHONUNBUFFERED"] = "1"
     if tmpdir is not None:
