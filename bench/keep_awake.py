@@ -30,7 +30,7 @@ from lockrace.lab.holder_waiter import setup_sql  # noqa: E402
 from lockrace.lab.modes import HOLD_SQL, TABLE  # noqa: E402
 from lockrace.lab.modes import LabError  # noqa: E402
 from lockrace.lab.overhead import CALLER_SLACK_MS, RawWaiter, _must, cases_for  # noqa: E402
-from lockrace.servers.pool import ServerPool  # noqa: E402
+from lockrace.runtime.pool import ServerPool  # noqa: E402
 
 WARMUP = 3
 

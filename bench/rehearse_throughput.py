@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lockrace.rehearse.connections import connect  # noqa: E402
 from lockrace.rehearse.sqlfile import DEFAULT_KEYS, DEFAULT_SETUP, DEFAULT_WORKLOAD, key_parts  # noqa: E402
 from lockrace.rehearse.workload import Bystander  # noqa: E402
-from lockrace.servers.pool import ServerPool  # noqa: E402
+from lockrace.runtime.pool import ServerPool  # noqa: E402
 from lockrace.servers.target import pg_options  # noqa: E402
 
 TARGET = 0.5

@@ -315,7 +315,7 @@ async def cmd_run(args) -> int:
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
     from .core.serverwide import refuse_server_wide
-    from .servers.pool import ServerPool, ServerUnavailable
+    from .runtime.pool import ServerPool, ServerUnavailable
 
     servers = ServerPool({**_dsns(args), "postgres": args.pg, "mysql": args.mysql}, say=_say)
     if guard is not None:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from lockrace.app.app import LockraceApp  # noqa: E402
 from lockrace.engine.lock_graph import lock_graph  # noqa: E402
 from lockrace.scenario.library import resolve  # noqa: E402
-from lockrace.servers.target import target_for  # noqa: E402
+from lockrace.servers.choose import target_for  # noqa: E402
 
 OUT = ROOT / "screenshots"
 SIZES = [(160, 48), (80, 24)]  # the first is the pictures' plain name, the others get a -COLSxROWS suffix

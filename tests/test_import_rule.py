@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
-ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks", "rehearse"]
+ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks", "rehearse", "runtime"]
 
 
 def _modules():
@@ -62,7 +62,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 def test_only_the_entry_point_imports_the_command_line():
     """``lockrace.cli`` is the top: the servers, isolation and lab commands never import it
-    back (one server pool in ``lockrace.servers.pool`` serves them all)."""
+    back (one server pool in ``lockrace.runtime.pool`` serves them all)."""
     offenders = []
     for path in sorted(ROOT.rglob("*.py")):
         if path.name == "__main__.py" or path == ROOT / "cli.py":

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from lockrace.engine.race import Race
-from lockrace.servers.pool import ServerPool, ServerUnavailable
+from lockrace.runtime.pool import ServerPool, ServerUnavailable
 
 
 async def test_pool_starts_restarts_and_stops_its_own_server():

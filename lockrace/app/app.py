@@ -43,7 +43,7 @@ from .player import Player
 from .recorder import Recorder
 from .player import permutation_text
 from .scenario_picker import ScenarioPicker
-from ..servers.pool import ServerPool
+from ..runtime.pool import ServerPool
 from .session_log import SessionLog
 from .session_panel import SessionPanel
 from .spec_screens import PermutationPicker, SessionChooser

@@ -26,7 +26,7 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         if not loaded.runs_on(engine):
             engine = loaded.engines[0]
     # The server starts in a thread while Textual is imported and the first screen drawn.
-    from ..servers.pool import start_target
+    from ..runtime.pool import start_target
 
     pending = {}
     executor = None
@@ -62,7 +62,7 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         if app is not None:
             app.pool.stop_owned()  # whatever way the app ended, no server is left running
         else:
-            from ..servers.pool import ServerPool
+            from ..runtime.pool import ServerPool
 
             ServerPool(pending=pending).stop_owned()
         if executor is not None:

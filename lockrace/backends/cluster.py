@@ -17,6 +17,7 @@ import dataclasses
 from ..core.events import StatementResult
 from ..servers.cluster import TOPOLOGIES, Cluster, load
 from .base import Backend, MonitorConnection, SessionConnection
+from .single import open_single
 
 
 class ClusterHooks:
@@ -29,9 +30,7 @@ class ClusterHooks:
 
     async def open_node(self, node: str, target, first: bool) -> Backend:
         """Open the ordinary backend of one node (the first node first: it creates the sandbox)."""
-        from . import open_backend
-
-        return await open_backend(target)
+        return await open_single(target)
 
     async def node_opened(self, cluster: "ClusterBackend", node: str, monitor: MonitorConnection) -> None:
         """A race opened its monitor connection on ``node`` (e.g. read counters to compare with later)."""

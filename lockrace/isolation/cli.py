@@ -90,7 +90,7 @@ def refusal(specs: list[Scenario], args) -> str | None:
 
 async def run_specs(specs: list[Scenario], args) -> int:
     from ..backends.base import ConnectError
-    from ..servers.pool import ServerPool, ServerUnavailable
+    from ..runtime.pool import ServerPool, ServerUnavailable
     from .execute import finish, run_spec
 
     fmt = getattr(args, "format", "transcript")

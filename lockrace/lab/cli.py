@@ -38,7 +38,7 @@ def _progress(console: Console) -> Progress:
 
 
 async def _bench(args) -> int:
-    from ..servers.pool import ServerPool, ServerUnavailable
+    from ..runtime.pool import ServerPool, ServerUnavailable
 
     out = Console()
     if not out.is_terminal:

@@ -167,7 +167,7 @@ async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
 
     from ..backends.base import ConnectError
     from ..core.serverwide import refuse_server_wide, server_wide
-    from ..servers.pool import ServerPool, ServerUnavailable
+    from ..runtime.pool import ServerPool, ServerUnavailable
 
     try:
         guard.install(asyncio.get_running_loop(), asyncio.current_task())

@@ -273,17 +273,6 @@ def mysql_target(dsn: str | None) -> Target:
     return Target("mysql", "DSN", mysql_kwargs=parse_mysql_dsn(dsn), sandbox=sandbox_name())
 
 
-def target_for(engine: str, dsn: str | None):
-    """The server (a ``Target``) or cluster (a ``Cluster``) for ``engine``; blocking."""
-    if engine == "postgres":
-        return pg_target(dsn)
-    if engine == "mysql":
-        return mysql_target(dsn)
-    from .cluster import cluster_target
-
-    return cluster_target(engine, dsn)
-
-
 def parse_mysql_dsn(dsn: str) -> dict:
     """mysql://user:password@host:port/?unix_socket=/path (mariadb:// too)."""
     try:

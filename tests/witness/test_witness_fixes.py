@@ -35,6 +35,7 @@ async def test_fresh_sandbox_has_no_stored_routines_left(engine, backend):
     await backend.reset_sandbox()
 
 
+@pytest.mark.mariadb_only  # written with MariaDB's SQL (sequences, @@in_transaction, seq_1_to_N, NEXTVAL)
 @pytest.mark.parametrize("engine", ["mysql"])
 async def test_a_select_that_begins_a_transaction_shows_it(engine, backend, make_race):
     """With autocommit off a SELECT begins a transaction; the server says so in the
@@ -62,6 +63,7 @@ async def test_a_select_that_begins_a_transaction_shows_it(engine, backend, make
     assert big.row_count == 3000 and session.txn == "in transaction"
 
 
+@pytest.mark.mariadb_only  # written with MariaDB's SQL (sequences, @@in_transaction, seq_1_to_N, NEXTVAL)
 @pytest.mark.parametrize("engine", ["mysql"])
 async def test_a_failed_ddl_has_committed_the_transaction(engine, backend, make_race):
     """A statement that commits implicitly commits the open transaction before it runs,

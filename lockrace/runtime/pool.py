@@ -16,8 +16,9 @@ import contextlib
 from typing import Callable
 
 from ..backends import Backend, ConnectError, open_backend
-from .process import ServerStartError
-from .target import DsnError, Target, target_for
+from ..servers.process import ServerStartError
+from ..servers.choose import target_for
+from ..servers.target import DsnError, Target
 
 ENGINE_NAMES = {"postgres": "PostgreSQL 18", "mysql": "MariaDB/MySQL", "galera": "MariaDB Galera",
                 "postgres-standby": "PostgreSQL primary + hot standby"}
