@@ -61,7 +61,7 @@ async def logged_mariadb():
         try:
             cur = conn.cursor()
             cur.execute("SET GLOBAL log_output = 'TABLE', general_log = 1")
-            cur.execute("SELECT @@version_comment")
+            cur.execute("SELECT @@version")
             if "mariadb" not in cur.fetchone()[0].lower():
                 # MySQL logs a statement after parsing it, so one that does not parse is not
                 # logged at all unless log_raw is on (then every statement as it arrived)
