@@ -9,13 +9,10 @@ waited for a table lock says NOWAIT covers only row locks.
 from __future__ import annotations
 
 import asyncio
-import re
 
 from ..core import deadlock as deadlock_mod
 from ..core.events import StatementResult
-
-_COMMIT = re.compile(r"^\s*(COMMIT|END)\b", re.IGNORECASE)
-_NOWAIT = re.compile(r"\bNOWAIT\b", re.IGNORECASE)
+from ..core.sqltext import try_statements, words
 
 COMMIT_ROLLED_BACK = ("COMMIT answered ROLLBACK: the transaction had already failed (an error earlier in it), "
                       "so nothing was committed; every change it made is gone")
@@ -23,16 +20,25 @@ NOWAIT_TABLE = ("NOWAIT covers only row locks: this statement waited the ordinar
                 "({lock}) before it looked at any row; LOCK TABLE ... NOWAIT refuses a table lock at once")
 
 
+def _read(sql: str, flavor: str) -> tuple[bool, bool]:
+    """(whether the text's last statement is a COMMIT, whether any statement says NOWAIT),
+    as the server reads it: a word in a comment or a string is not a keyword."""
+    stmts = try_statements(sql, "postgres" if flavor == "postgres" else "mysql") or []
+    commit = bool(stmts) and words(stmts[-1], 1) in (("COMMIT",), ("END",))
+    nowait = any(tok.is_word("NOWAIT") for stmt in stmts for tok in stmt)
+    return commit, nowait
+
+
 def notes(sql: str, result: StatementResult, flavor: str) -> tuple[str, ...]:
     """Plain words for a COMMIT that rolled back and for NOWAIT behind a table lock."""
     out = list(result.explained)
-    if result.tag == "ROLLBACK" and _COMMIT.match(sql) and COMMIT_ROLLED_BACK not in out:
+    commit, nowait = _read(sql, flavor)
+    if result.tag == "ROLLBACK" and commit and COMMIT_ROLLED_BACK not in out:
         out.append(COMMIT_ROLLED_BACK)
     lock = result.lock
     # MariaDB's NOWAIT bounds metadata-lock waits too (lock_wait_timeout 0); PostgreSQL's and
     # MySQL's only row locks
-    if lock is not None and lock.kind in ("relation", "metadata", "table") and flavor != "mariadb" \
-            and _NOWAIT.search(sql):
+    if lock is not None and lock.kind in ("relation", "metadata", "table") and flavor != "mariadb" and nowait:
         line = NOWAIT_TABLE.format(lock=lock.describe())
         if line not in out:
             out.append(line)
@@ -54,11 +60,10 @@ async def deadlock(race, session, result: StatementResult) -> None:
         if race.backend.engine == "postgres":
             found = deadlock_mod.explain_postgres(result.detail, name, session.name, changed)
         elif (monitor := race.monitor_for(session)) is not None:
-            task = asyncio.ensure_future(monitor.deadlock_report())
-            done, _ = await asyncio.wait({task}, timeout=2)
-            report = task.result() if done else None
-            if not done:
-                task.cancel()
+            try:
+                report = await asyncio.wait_for(monitor.deadlock_report(), timeout=2)
+            except TimeoutError:
+                report = None
             found = deadlock_mod.explain_innodb(report or "", name, session.ident)
             if report is None:
                 result.explained += ("the server's deadlock report could not be read "
