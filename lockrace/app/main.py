@@ -11,11 +11,19 @@ from ..exitguard import EXIT_INTERRUPTED, EXIT_UNUSABLE, INTERRUPTED_LINE
 from ..scenario.errors import ScenarioError
 from ..scenario.library import resolve
 from ..servers.target import PG_ENV, Target, standby_refusal
+from .palette import COLOURS_ENV, read_overrides
 
 
 def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None,
             targets: dict[str, Target] | None = None, dsns: dict[str, str | None] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
+    colours = None
+    if os.environ.get(COLOURS_ENV):
+        try:
+            colours = read_overrides(os.environ[COLOURS_ENV])
+        except ValueError as exc:
+            print(f"lockrace: {exc}", file=sys.stderr)
+            return EXIT_UNUSABLE
     loaded = None
     if scenario:
         try:
@@ -49,7 +57,7 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         from .history import default_dir
 
         app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending,
-                          dsns=dsns, history_dir=default_dir())
+                          dsns=dsns, history_dir=default_dir(), colours=colours)
         app.run()
         code = app.return_code
         for text in app.farewell:
