@@ -4,7 +4,8 @@ verified on a real Galera cluster in test_galera.py)."""
 
 import pytest
 
-from lockrace.core.outcome import classify_postgres, galera_conflict
+from lockrace.core.outcome import galera_conflict
+from lockrace.dialects.postgres import classify_postgres
 from lockrace.scenario.errors import ScenarioError
 from lockrace.scenario.model import default_node
 from lockrace.scenario.text_format import parse_scenario, write_scenario

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
-ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks", "rehearse", "runtime"]
+ENGINE_SIDE = ["core", "dialects", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks", "rehearse", "runtime"]
 
 
 def _modules():

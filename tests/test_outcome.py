@@ -8,7 +8,9 @@ lockrace is developed, so these cases are checked here only.
 
 import pytest
 
-from lockrace.core.outcome import asks_nowait, asks_skip_locked, classify_mysql, classify_postgres, wait_seconds, with_skip
+from lockrace.core.outcome import asks_nowait, asks_skip_locked, wait_seconds, with_skip
+from lockrace.dialects.mysql_family import classify_mysql
+from lockrace.dialects.postgres import classify_postgres
 
 
 @pytest.mark.parametrize("sqlstate,message,sql,want", [

@@ -10,7 +10,7 @@ import psycopg
 
 from lockrace.backends import open_backend
 from lockrace.core.events import REPLAY_PROCESS, STANDBY_BUDGET, Budget
-from lockrace.core.outcome import classify_postgres
+from lockrace.dialects.postgres import classify_postgres
 from lockrace.engine.race import Race
 from lockrace.servers.pg_standby import flush_wal, wait_replayed
 from lockrace.servers.target import Target

@@ -14,7 +14,8 @@ import asyncio
 import pytest
 
 from lockrace.core.events import StatementBlocked
-from lockrace.core.outcome import classify_mysql, wait_seconds
+from lockrace.core.outcome import wait_seconds
+from lockrace.dialects.mysql_family import classify_mysql
 from lockrace.engine.race import Race
 from lockrace.engine.runner import ScenarioRunner
 from lockrace.scenario.errors import ScenarioError

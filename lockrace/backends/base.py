@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..core.events import Budget, LockInfo, StatementResult
 from ..core.sqltext import NAME, NUMBER, OP, WORD, has_call, try_statements
+from ..dialects import Dialect, dialect_for
 
 
 class ConnectError(Exception):
@@ -159,6 +160,12 @@ class Backend(ABC):
     """Seconds any statement lockrace issues for itself (setup, teardown, sandbox)
     may take, lock waits included; ``lockrace run --step-timeout`` sets it."""
 
+    @property
+    def dialect(self) -> Dialect:
+        """What differs between the servers, for the engine to ask (lockrace/dialects):
+        read from ``flavor``, which a MariaDB/MySQL backend learns as it connects."""
+        return dialect_for(self.flavor)
+
     @abstractmethod
     async def connect_session(self, name: str) -> SessionConnection: ...
 
@@ -178,8 +185,7 @@ class Backend(ABC):
 
     @property
     def server_name(self) -> str:
-        names = {"postgres": "PostgreSQL", "mariadb": "MariaDB", "mysql8": "MySQL"}
-        return f"{names.get(self.flavor, self.flavor)} {self.version}"
+        return f"{self.dialect.label} {self.version}"
 
 
 # ----------------------------------------------------------------- SQL helpers

@@ -31,7 +31,7 @@ from pymysql.constants import CLIENT, COMMAND, SERVER_STATUS
 from ..core import prepared as prepared_mod
 from ..core.sqltext import try_statements, words
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
-from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
+from ..dialects.mysql_family import CONNECTION_ERRORS as MYSQL_CONNECTION_ERRORS, classify_mysql
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag

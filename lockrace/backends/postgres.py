@@ -20,13 +20,12 @@ from psycopg import capabilities, generators, pq, sql as pgsql
 from psycopg.waiting import Wait
 
 from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
-from ..core.outcome import classify_postgres
+from ..dialects.postgres import POSTGRES, classify_postgres
 from ..servers.target import Target, pg_options, redact, standby_refused
 from . import sandbox as sandbox_mod
 from . import arrival
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, refused_table
 from .loop_answer import LoopAnswer, SocketWatch
-from .queries import query
 from .worker import SessionThread
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
@@ -524,8 +523,8 @@ class PostgresMonitor(MonitorConnection):
         self.conn = conn
         self.ident = conn.info.backend_pid
         self.have_pgrowlocks = have_pgrowlocks
-        # pg_locks.waitstart exists from PostgreSQL 14 on
-        self._waits_sql = query("postgres", "waits_post_140000" if conn.info.server_version >= 140000 else "waits")
+        # the newest variant this server version has (pg_locks.waitstart exists from PostgreSQL 14 on)
+        self._waits_sql = POSTGRES.lock_view("waits", conn.info.server_version)
         self._rows: dict[int, tuple[tuple[str, str], str]] = {}  # pid -> ((table, ctid), row name)
         self._keys: dict[str, list[str]] = {}  # table -> primary key columns
 

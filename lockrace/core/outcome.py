@@ -1,26 +1,11 @@
-"""Decide a statement's outcome class from what the server returned.
+"""What a statement asked for, read from its text, and what lockrace adds to the
+server's outcome class.
 
-Pure functions, no I/O: the classifier looks only at the error the server
-sent (SQLSTATE or MySQL errno, and message) and at what the statement asked
-for (NOWAIT, WAIT n, SKIP LOCKED).
+Pure functions, no I/O.  Which error code means which outcome is each server's
+own: see lockrace/dialects (``Dialect.classify``, ``Dialect.settle``).  Here:
+NOWAIT, MariaDB's ``WAIT n``, SKIP LOCKED, and the cluster outcomes that need
+more than the error:
 
-MySQL 8 codes come from MySQL's error reference, since no MySQL 8 server can be
-installed where lockrace is developed:
-  3572 ER_LOCK_NOWAIT        "Statement aborted because lock(s) could not be
-                              acquired immediately and NOWAIT is set."
-  1205 ER_LOCK_WAIT_TIMEOUT  "Lock wait timeout exceeded; try restarting transaction"
-  1213 ER_LOCK_DEADLOCK      "Deadlock found when trying to get lock; try
-                              restarting transaction"
-  3024 ER_QUERY_TIMEOUT      "Query execution was interrupted, maximum statement
-                              execution time exceeded"
-  1317 ER_QUERY_INTERRUPTED  "Query execution was interrupted"
-MariaDB answers NOWAIT / WAIT 0 with 1205 at once (and WAIT 0.5 too: it keeps
-only the whole seconds), and max_statement_time with 1969 ER_STATEMENT_TIMEOUT.
-1205 under innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0) is a
-refusal too: the engine turns such a ``timed_out`` into ``refused`` once it
-knows the budget in force (engine/race.py, Session.budget_for).
-
-Cluster outcomes:
   certification_conflict  MariaDB Galera sends the same 1213 for a transaction
                           that lost replication certification (at COMMIT) or
                           was brute-force aborted by a replicated write as for
@@ -39,10 +24,6 @@ import re
 
 _NOWAIT_RE = re.compile(r"\bNOWAIT\b", re.IGNORECASE)
 _SKIP_RE = re.compile(r"\bSKIP\s+LOCKED\b", re.IGNORECASE)
-
-# client-side errors that mean the connection is gone (pymysql / libmysql CR_*)
-MYSQL_CONNECTION_ERRORS = {2006, 2013, 2055, 2003, 2002, 4031, 1927, 1053}
-PG_CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "25P03")
 
 
 def asks_nowait(sql: str) -> bool:
@@ -71,49 +52,6 @@ def asks_skip_locked(sql: str) -> bool:
 def _strip_literals(sql: str) -> str:
     sql = re.sub(r"'(?:[^']|'')*'", "''", sql)
     return re.sub(r"--[^\n]*", "", sql)
-
-
-def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> str:
-    if not sqlstate:
-        return "connection_lost" if connection_closed else "error"
-    if sqlstate == "55P03":
-        if "lock timeout" in message:
-            return "timed_out"
-        return "refused"
-    if sqlstate == "40P01":
-        return "deadlock"
-    if "conflict with recovery" in message:  # 40001 (57P04 when the database was dropped)
-        return "recovery_conflict"
-    if sqlstate == "57014":
-        if "statement timeout" in message:
-            return "statement_timeout"
-        if "user request" in message:
-            return "cancelled"
-        return "cancelled"
-    if sqlstate.startswith(PG_CONNECTION_STATES) or connection_closed:
-        return "connection_lost"
-    return "error"
-
-
-def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0) -> str:
-    if errno is None:
-        return "error"
-    if errno == 3572:
-        return "refused"
-    if errno == 1205:
-        wait = wait_seconds(sql)
-        if asks_nowait(sql) or (wait is not None and wait[1] == 0):
-            return "refused"
-        return "timed_out"
-    if errno == 1213:
-        return "deadlock"
-    if errno in (3024, 1969):
-        return "statement_timeout"
-    if errno == 1317:
-        return "cancelled"
-    if errno in MYSQL_CONNECTION_ERRORS:
-        return "connection_lost"
-    return "error"
 
 
 GALERA_COUNTERS = ("wsrep_local_cert_failures", "wsrep_local_bf_aborts")

@@ -11,7 +11,7 @@ PREPARED`` / ``XA ROLLBACK``.
 
 from __future__ import annotations
 
-from .sqltext import NUMBER, OP, STRING, Token, try_statements
+from .sqltext import MYSQL_SQL, NUMBER, OP, POSTGRES_SQL, STRING, Token, try_statements
 
 
 def pg_literal(text: str) -> str:
@@ -37,28 +37,41 @@ def _xa_literal(parts: list[Token]) -> str | None:
     return ",".join(out) if out and not want_value else None
 
 
-def changes(sql: str, tags: list[str] | None, engine: str) -> tuple[list[str], list[str]]:
+def changes(sql: str, tags: list[str] | None, lexer: str) -> tuple[list[str], list[str]]:
+    """``pg_changes`` or ``xa_changes``, by the SQL lexer's name (postgres | mysql)."""
+    return _READERS[lexer](sql, tags)
+
+
+def pg_changes(sql: str, tags: list[str] | None) -> tuple[list[str], list[str]]:
     """(prepared, finished): the prepared transactions the statements of ``sql`` that
-    succeeded (``tags``, in order) prepared and finished.  ``tags`` None
-    (MariaDB/MySQL): every statement, read before the answer is in."""
-    dialect = "postgres" if engine == "postgres" else "mysql"
-    stmts = try_statements(sql, dialect)
+    succeeded (``tags``, in order) prepared and finished (PREPARE TRANSACTION,
+    COMMIT/ROLLBACK PREPARED)."""
+    stmts = try_statements(sql, POSTGRES_SQL)
+    prepared: list[str] = []
+    finished: list[str] = []
+    for stmt, tag in zip(stmts or [], tags or []):
+        tag = tag.upper()
+        if len(stmt) == 3 and stmt[0].is_word("PREPARE") and stmt[1].is_word("TRANSACTION") \
+                and stmt[2].kind == STRING and tag == "PREPARE TRANSACTION":
+            prepared.append(pg_literal(stmt[2].value))
+        elif len(stmt) == 3 and stmt[0].is_word("COMMIT", "ROLLBACK") and stmt[1].is_word("PREPARED") \
+                and stmt[2].kind == STRING and tag in ("COMMIT PREPARED", "ROLLBACK PREPARED"):
+            finished.append(pg_literal(stmt[2].value))
+    return prepared, finished
+
+
+def xa_changes(sql: str, tags: list[str] | None) -> tuple[list[str], list[str]]:
+    """(prepared, finished) for MariaDB/MySQL's XA PREPARE / XA COMMIT / XA ROLLBACK, of
+    the statements that succeeded (``tags``: as many as succeeded; None: every
+    statement, read before the answer is in)."""
+    stmts = try_statements(sql, MYSQL_SQL)
     prepared: list[str] = []
     finished: list[str] = []
     if not stmts:
         return prepared, finished
-    if tags is None:  # MariaDB/MySQL only: its XA statements are read without their tags
-        tags = [""] * len(stmts)
-    for stmt, tag in zip(stmts, tags):
-        tag = tag.upper()
-        if engine == "postgres":
-            if len(stmt) == 3 and stmt[0].is_word("PREPARE") and stmt[1].is_word("TRANSACTION") \
-                    and stmt[2].kind == STRING and tag == "PREPARE TRANSACTION":
-                prepared.append(pg_literal(stmt[2].value))
-            elif len(stmt) == 3 and stmt[0].is_word("COMMIT", "ROLLBACK") and stmt[1].is_word("PREPARED") \
-                    and stmt[2].kind == STRING and tag in ("COMMIT PREPARED", "ROLLBACK PREPARED"):
-                finished.append(pg_literal(stmt[2].value))
-        elif len(stmt) >= 3 and stmt[0].is_word("XA") and stmt[1].is_word("PREPARE", "COMMIT", "ROLLBACK"):
+    count = len(stmts) if tags is None else len(tags)
+    for stmt in stmts[:count]:
+        if len(stmt) >= 3 and stmt[0].is_word("XA") and stmt[1].is_word("PREPARE", "COMMIT", "ROLLBACK"):
             rest = stmt[2:]
             if stmt[1].value == "COMMIT" and len(rest) >= 2 and rest[-2].is_word("ONE") and rest[-1].is_word("PHASE"):
                 rest = rest[:-2]
@@ -67,3 +80,6 @@ def changes(sql: str, tags: list[str] | None, engine: str) -> tuple[list[str], l
                 continue
             (prepared if stmt[1].value == "PREPARE" else finished).append(xid)
     return prepared, finished
+
+
+_READERS = {POSTGRES_SQL: pg_changes, MYSQL_SQL: xa_changes}

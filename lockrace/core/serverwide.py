@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from .sqltext import NAME, OP, STRING, WORD, Token, try_statements, words
+from .sqltext import NAME, OP, POSTGRES_SQL, STRING, WORD, Token, try_statements, words
 
 _PG_CALLS = {"PG_RELOAD_CONF": "pg_reload_conf()", "PG_PROMOTE": "pg_promote()",
              "PG_ROTATE_LOGFILE": "pg_rotate_logfile()"}
@@ -65,7 +65,7 @@ def server_wide(sql: str, dialect: str = "postgres") -> str | None:
     if stmts is None:
         m = _UNREAD[dialect].search(sql)
         return " ".join(m.group(0).upper().split()) if m else None
-    check = _pg_statement if dialect == "postgres" else _mysql_statement
+    check = _pg_statement if dialect == POSTGRES_SQL else _mysql_statement
     for stmt in stmts:
         found = check(stmt)
         if found:

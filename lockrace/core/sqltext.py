@@ -20,6 +20,9 @@ from typing import Iterator
 
 WORD, NAME, STRING, NUMBER, OP, PARAM, SEMI = "word", "name", "string", "number", "op", "param", ";"
 
+# the two lexers, by name (a dialect's ``lexer``, see lockrace/dialects)
+POSTGRES_SQL, MYSQL_SQL = "postgres", "mysql"
+
 
 @dataclass(frozen=True, slots=True)
 class Token:
@@ -39,9 +42,9 @@ class SQLTextError(ValueError):
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0", "Z": "\x1a"}
 
 
-def tokens(sql: str, dialect: str = "postgres") -> Iterator[Token]:
+def tokens(sql: str, dialect: str = POSTGRES_SQL) -> Iterator[Token]:
     """The tokens of ``sql``, comments and white space left out."""
-    mysql = dialect != "postgres"
+    mysql = dialect != POSTGRES_SQL
     i, n = 0, len(sql)
     while i < n:
         c = sql[i]
@@ -173,7 +176,7 @@ def _dollar_tag(sql: str, i: int) -> str | None:
     return None
 
 
-def statements(sql: str, dialect: str = "postgres") -> list[list[Token]]:
+def statements(sql: str, dialect: str = POSTGRES_SQL) -> list[list[Token]]:
     """The statements of ``sql`` as the server splits them, each a list of tokens
     (empty statements left out).  PostgreSQL's ``BEGIN ATOMIC ... END`` bodies are
     kept whole."""
@@ -196,7 +199,7 @@ def statements(sql: str, dialect: str = "postgres") -> list[list[Token]]:
     return out
 
 
-def try_statements(sql: str, dialect: str = "postgres") -> list[list[Token]] | None:
+def try_statements(sql: str, dialect: str = POSTGRES_SQL) -> list[list[Token]] | None:
     """``statements``, or None when the text cannot be read (unterminated string or comment)."""
     try:
         return statements(sql, dialect)

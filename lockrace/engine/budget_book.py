@@ -28,26 +28,16 @@ import math
 import re
 
 from ..core.events import Budget
-from ..core.sqltext import NUMBER, OP, STRING, WORD, Token, try_statements
+from ..core.sqltext import NUMBER, OP, STRING, WORD, Token
+from ..dialects import MARIADB, POSTGRES, dialect_for
 
-PG_BUDGETS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
-MYSQL_BUDGETS = ("innodb_lock_wait_timeout", "lock_wait_timeout", "max_statement_time", "max_execution_time")
+PG_BUDGETS = POSTGRES.budget_names
+MYSQL_BUDGETS = MARIADB.budget_names
 
 _UNKNOWN = None  # a value the text does not tell
 
 _PG_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60_000.0, "h": 3_600_000.0, "d": 86_400_000.0}
 _PG_TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s|min|h|d)?\s*$")
-
-# the ranges MariaDB and MySQL cut a session value to (their reference manuals), in the
-# variable's own unit: seconds, but max_execution_time in ms
-_MYSQL_RANGES = {
-    "mariadb": {"innodb_lock_wait_timeout": (0, 100_000_000), "lock_wait_timeout": (0, 31_536_000),
-                "max_statement_time": (0, 31_536_000)},
-    "mysql8": {"innodb_lock_wait_timeout": (1, 1_073_741_824), "lock_wait_timeout": (1, 31_536_000),
-               "max_execution_time": (0, 4_294_967_295)},
-}
-_MYSQL_FLOAT = {"max_statement_time"}
-
 
 def pg_ms(text: str) -> float | None:
     """A PostgreSQL time setting's value as SET takes it ('100ms', '2s', 1500) in ms;
@@ -65,8 +55,9 @@ class BudgetBook:
     def __init__(self, flavor: str, initial: tuple[Budget, ...], globals_: dict[str, float] | None = None,
                  rollback_on_timeout: bool = False):
         self.flavor = flavor
-        self.pg = flavor == "postgres"
-        self._names = PG_BUDGETS if self.pg else MYSQL_BUDGETS
+        self.dialect = dialect_for(flavor)
+        self.pg = self.dialect.transactional_settings  # PostgreSQL's rules: SET is undone by ROLLBACK
+        self._names = self.dialect.budget_names
         self._fixed = tuple(b for b in initial if b.name not in self._names)  # server-level (a standby's)
         start = {b.name: b.ms for b in initial if b.name in self._names}
         self.reset = dict(start)  # what RESET (PostgreSQL) gives back
@@ -87,7 +78,7 @@ class BudgetBook:
         """``sql`` ran: ``tags`` are the command tags of the statements that succeeded,
         in order (the server runs nothing after a failed one); ``failed``: one
         failed after them; ``txn_after``: the session's transaction state after it."""
-        stmts = try_statements(sql, "postgres" if self.pg else "mysql")
+        stmts = self.dialect.statements(sql)
         if stmts is None:
             return  # the server could not read it either: it ran nothing
         if self.pg:
@@ -271,9 +262,9 @@ class BudgetBook:
             number = sign * float(toks[0].value)
         except ValueError:
             return _UNKNOWN
-        if name not in _MYSQL_FLOAT and not number.is_integer():
+        if name not in self.dialect.fractional_budgets and not number.is_integer():
             return _UNKNOWN  # the server rounds or refuses it, depending on version
-        low, high = _MYSQL_RANGES.get(self.flavor, _MYSQL_RANGES["mariadb"]).get(name, (0, float("inf")))
+        low, high = self.dialect.budget_ranges.get(name, (0, float("inf")))
         number = min(max(number, low), high)
         return number if name == "max_execution_time" else number * 1000.0
 

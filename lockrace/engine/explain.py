@@ -12,7 +12,8 @@ import asyncio
 
 from ..core import deadlock as deadlock_mod
 from ..core.events import StatementResult
-from ..core.sqltext import try_statements, words
+from ..core.sqltext import words
+from ..dialects import Dialect, dialect_for
 
 COMMIT_ROLLED_BACK = ("COMMIT answered ROLLBACK: the transaction had already failed (an error earlier in it), "
                       "so nothing was committed; every change it made is gone")
@@ -20,10 +21,10 @@ NOWAIT_TABLE = ("NOWAIT covers only row locks: this statement waited the ordinar
                 "({lock}) before it looked at any row; LOCK TABLE ... NOWAIT refuses a table lock at once")
 
 
-def _read(sql: str, flavor: str) -> tuple[bool, bool]:
+def _read(sql: str, dialect: Dialect) -> tuple[bool, bool]:
     """(whether the text's last statement is a COMMIT, whether any statement says NOWAIT),
     as the server reads it: a word in a comment or a string is not a keyword."""
-    stmts = try_statements(sql, "postgres" if flavor == "postgres" else "mysql") or []
+    stmts = dialect.statements(sql) or []
     commit = bool(stmts) and words(stmts[-1], 1) in (("COMMIT",), ("END",))
     nowait = any(tok.is_word("NOWAIT") for stmt in stmts for tok in stmt)
     return commit, nowait
@@ -32,13 +33,15 @@ def _read(sql: str, flavor: str) -> tuple[bool, bool]:
 def notes(sql: str, result: StatementResult, flavor: str) -> tuple[str, ...]:
     """Plain words for a COMMIT that rolled back and for NOWAIT behind a table lock."""
     out = list(result.explained)
-    commit, nowait = _read(sql, flavor)
+    dialect = dialect_for(flavor)
+    commit, nowait = _read(sql, dialect)
     if result.tag == "ROLLBACK" and commit and COMMIT_ROLLED_BACK not in out:
         out.append(COMMIT_ROLLED_BACK)
     lock = result.lock
     # MariaDB's NOWAIT bounds metadata-lock waits too (lock_wait_timeout 0); PostgreSQL's and
     # MySQL's only row locks
-    if lock is not None and lock.kind in ("relation", "metadata", "table") and flavor != "mariadb" and nowait:
+    if lock is not None and lock.kind in ("relation", "metadata", "table") and not dialect.nowait_bounds_table_locks \
+            and nowait:
         line = NOWAIT_TABLE.format(lock=lock.describe())
         if line not in out:
             out.append(line)
@@ -57,7 +60,7 @@ async def deadlock(race, session, result: StatementResult) -> None:
 
     found = None
     try:
-        if race.backend.engine == "postgres":
+        if race.backend.dialect.deadlock_in_detail:
             found = deadlock_mod.explain_postgres(result.detail, name, session.name, changed)
         elif (monitor := race.monitor_for(session)) is not None:
             try:
@@ -72,7 +75,7 @@ async def deadlock(race, session, result: StatementResult) -> None:
         found = None
     if found is not None and found.lines:
         sandbox = getattr(race.backend, "sandbox", "")
-        if sandbox and race.backend.engine == "mysql":  # the race's own tables by their plain names
+        if sandbox and race.backend.dialect.qualified_table_names:  # the race's own tables by their plain names
             found.lines = [line.replace(f" {sandbox}.", " ") for line in found.lines]
         result.explained += tuple(found.lines) + ((found.cycle_line(),) if found.cycle else ())
         result.cycle = tuple(found.cycle)

@@ -43,10 +43,9 @@ class LockNode:
         """'A · pid 4242', 'pid 4242 (another client)'."""
         if self.foreign:
             return f"{self.name} (not in the race)" if not self.process else self.name
-        word = "thread" if self.ident and self._mysql else "pid"
-        return f"{self.name} · {word} {self.ident}" if self.ident else self.name
+        return f"{self.name} · {self.ident_word} {self.ident}" if self.ident else self.name
 
-    _mysql: bool = field(default=False, repr=False, compare=False)
+    ident_word: str = field(default="pid", repr=False, compare=False)  # the server's word for ``ident``
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def _first_line(sql: str) -> str:
 def lock_graph(race, now_ns: int | None = None) -> LockGraph:
     """The race's wait-for graph as its monitor last saw it (see the module's doc)."""
     now = perf_counter_ns() if now_ns is None else now_ns
-    mysql = race.backend.engine == "mysql"
+    ident_word = race.backend.dialect.ident_word
     nodes: dict[str, LockNode] = {}
     waits: list[WaitEdge] = []
     held: dict[str, dict[str, list[str]]] = {}  # blocker -> what it holds that others wait for -> who
@@ -125,7 +124,7 @@ def lock_graph(race, now_ns: int | None = None) -> LockGraph:
                 holds.append("the rows it changed")
         waiting = now - run.blocked_since if run is not None and run.blocked_since is not None else 0
         nodes[s.name] = LockNode(s.name, s.ident, txn=s.txn, statement=_first_line(run.sql) if run else "",
-                                 waiting_ns=max(0, waiting), holds=tuple(holds), node=s.node, _mysql=mysql)
+                                 waiting_ns=max(0, waiting), holds=tuple(holds), node=s.node, ident_word=ident_word)
     for name, places in held.items():  # a client outside the race: what the race's sessions wait for
         node = nodes.get(name)
         if node is not None and node.foreign:

@@ -4,17 +4,11 @@ statement at a time, and what the engine knows about it."""
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, field
 
 from ..backends.base import SessionConnection
 from ..core.events import Budget, LockInfo, StatementResult
-from ..core.outcome import asks_nowait, wait_seconds
-
-_PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
-_SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)
-_ASSIGNMENT = re.compile(r"(\w+)\s*=\s*([0-9.]+)")
-_DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
+from ..dialects import dialect_for
 
 
 @dataclass(slots=True)
@@ -54,6 +48,7 @@ class Session:
         self.node = node  # cluster races: the node this session's connection is on
         self.conn = conn
         self.flavor = flavor
+        self.dialect = dialect_for(flavor)
         self.running: RunningStatement | None = None
         self.txn = "idle"
         self.budgets: tuple[Budget, ...] = ()
@@ -83,7 +78,7 @@ class Session:
         upper = sql.upper()
         if "WAIT" in upper or "STATEMENT" in upper:
             return self._budget_read(sql, metadata)
-        ddl = metadata or (self.flavor != "postgres" and _DDL.match(sql) is not None)
+        ddl = metadata or self.dialect.is_metadata_wait(sql)
         if self._plain_for is not self.budgets:
             self._plain_for, self._plain = self.budgets, {}
         if ddl not in self._plain:
@@ -91,45 +86,6 @@ class Session:
         return self._plain[ddl]
 
     def _budget_read(self, sql: str, metadata: bool = False) -> Budget | None:
-        """The wait budget that will end a lock wait of this statement, if any.
-
-        MariaDB/MySQL: ``SET STATEMENT var = n FOR ...`` overrides the session's
-        value for that statement; a metadata-lock wait (DDL, or any statement
-        the server reported waiting on one: ``metadata``) is bounded by
-        lock_wait_timeout, a row wait by innodb_lock_wait_timeout; either at 0
-        means no wait at all (a refusal), shown as ``name = 0``.
-        """
-        values = {b.name: b.ms for b in self.budgets}
-        prefix = ""
-        if self.flavor != "postgres":
-            m = _SET_STATEMENT.match(sql)
-            if m:
-                for name, value in _ASSIGNMENT.findall(m.group(1)):
-                    try:
-                        seconds = float(value)
-                    except ValueError:
-                        continue
-                    values[name.lower()] = seconds if name.lower() == "max_execution_time" else seconds * 1000
-                prefix = "SET STATEMENT "
-                sql = m.group(2)
-            if asks_nowait(sql):
-                return Budget("NOWAIT", 0.0)
-            wait = wait_seconds(sql)
-            if wait is not None:
-                text, seconds = wait
-                label = f"WAIT {text}" if text == str(seconds) else f"WAIT {text} (read as {seconds})"
-                return Budget(label, seconds * 1000.0)
-        elif _PG_LOCK_TABLE.match(sql) and asks_nowait(sql):
-            return Budget("NOWAIT", 0.0)  # LOCK ... NOWAIT refuses the table lock at once
-        if self.flavor == "postgres":
-            names = ["lock_timeout", "statement_timeout"]
-        else:
-            lock_budget = "lock_wait_timeout" if metadata or _DDL.match(sql) else "innodb_lock_wait_timeout"
-            if values.get(lock_budget) == 0:  # no wait at all: the server refuses at once
-                return Budget(f"{prefix}{lock_budget} = 0", 0.0)
-            names = [lock_budget, "max_statement_time", "max_execution_time"]
-        candidates = [Budget(prefix + n if prefix and m and re.search(rf"\b{n}\b", m.group(1), re.IGNORECASE) else n,
-                             values[n]) for n in names if values.get(n, 0) > 0]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda b: b.ms)
+        """The wait budget that will end a lock wait of this statement, if any: the
+        server's rules, from its dialect (``Dialect.statement_budget``)."""
+        return self.dialect.statement_budget(self.budgets, sql, metadata)

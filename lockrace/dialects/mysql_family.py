@@ -1,0 +1,122 @@
+"""What MariaDB and MySQL share: errnos, lock_wait_timeout / innodb_lock_wait_timeout,
+SET STATEMENT, NOWAIT / WAIT n, XA, thread ids.  dialects/mariadb.py and
+dialects/mysql.py say where they differ.
+
+MySQL 8 codes come from MySQL's error reference:
+  3572 ER_LOCK_NOWAIT        "Statement aborted because lock(s) could not be
+                              acquired immediately and NOWAIT is set."
+  1205 ER_LOCK_WAIT_TIMEOUT  "Lock wait timeout exceeded; try restarting transaction"
+  1213 ER_LOCK_DEADLOCK      "Deadlock found when trying to get lock; try
+                              restarting transaction"
+  3024 ER_QUERY_TIMEOUT      "Query execution was interrupted, maximum statement
+                              execution time exceeded"
+  1317 ER_QUERY_INTERRUPTED  "Query execution was interrupted"
+MariaDB answers NOWAIT / WAIT 0 with 1205 at once (and WAIT 0.5 too: it keeps
+only the whole seconds), and max_statement_time with 1969 ER_STATEMENT_TIMEOUT.
+1205 under innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0) is a
+refusal too: ``settle`` turns such a ``timed_out`` into ``refused`` once the
+budget in force is known.  MariaDB Galera sends the same 1213 for a lost
+certification or a brute-force abort (core/outcome.py ``galera_conflict``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..core import prepared as prepared_mod
+from ..core.events import Budget
+from ..core.outcome import asks_nowait, wait_seconds
+from ..core.sqltext import MYSQL_SQL
+from .base import NOWAIT, Dialect
+
+# client-side errors that mean the connection is gone (pymysql / libmysql CR_*)
+CONNECTION_ERRORS = frozenset({2006, 2013, 2055, 2003, 2002, 4031, 1927, 1053})
+
+_SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_ASSIGNMENT = re.compile(r"(\w+)\s*=\s*([0-9.]+)")
+_DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
+
+
+def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0) -> str:
+    if errno is None:
+        return "error"
+    if errno == 3572:
+        return "refused"
+    if errno == 1205:
+        wait = wait_seconds(sql)
+        if asks_nowait(sql) or (wait is not None and wait[1] == 0):
+            return "refused"
+        return "timed_out"
+    if errno == 1213:
+        return "deadlock"
+    if errno in (3024, 1969):
+        return "statement_timeout"
+    if errno == 1317:
+        return "cancelled"
+    if errno in CONNECTION_ERRORS:
+        return "connection_lost"
+    return "error"
+
+
+class MySQLFamilyDialect(Dialect):
+    engine = "mysql"
+    lexer = MYSQL_SQL
+    ident_word = "thread"
+    budget_names = ("innodb_lock_wait_timeout", "lock_wait_timeout", "max_statement_time", "max_execution_time")
+    fractional_budgets = frozenset({"max_statement_time"})
+    tracks_metadata_locks = True
+    qualified_table_names = True
+    xa_owner_finishes = True
+
+    def classify(self, code, message, sql, connection_closed=False):
+        if code is None or code == "":
+            return "connection_lost" if connection_closed else "error"
+        return classify_mysql(int(code), message, sql)
+
+    def settle(self, outcome, code, budget):
+        if outcome == "timed_out" and code == "1205" and budget is not None and budget.ms == 0:
+            # innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0): the server did not wait at all
+            return "refused", budget
+        return outcome, budget
+
+    def is_metadata_wait(self, sql: str) -> bool:
+        return _DDL.match(sql) is not None
+
+    def statement_budget(self, budgets: tuple[Budget, ...], sql: str, metadata: bool = False) -> Budget | None:
+        """``SET STATEMENT var = n FOR ...`` overrides the session's value for that
+        statement; NOWAIT and WAIT n are the statement's own; a metadata-lock wait
+        (DDL, or any statement the server reported waiting on one: ``metadata``) is
+        bounded by lock_wait_timeout, a row wait by innodb_lock_wait_timeout; either
+        at 0 means no wait at all (a refusal), shown as ``name = 0``."""
+        values = {b.name: b.ms for b in budgets}
+        prefix = ""
+        m = _SET_STATEMENT.match(sql)
+        if m:
+            for name, value in _ASSIGNMENT.findall(m.group(1)):
+                try:
+                    seconds = float(value)
+                except ValueError:
+                    continue
+                values[name.lower()] = seconds if name.lower() == "max_execution_time" else seconds * 1000
+            prefix = "SET STATEMENT "
+            sql = m.group(2)
+        if asks_nowait(sql):
+            return NOWAIT
+        wait = wait_seconds(sql)
+        if wait is not None:
+            text, seconds = wait
+            label = f"WAIT {text}" if text == str(seconds) else f"WAIT {text} (read as {seconds})"
+            return Budget(label, seconds * 1000.0)
+        lock_budget = "lock_wait_timeout" if metadata or _DDL.match(sql) else "innodb_lock_wait_timeout"
+        if values.get(lock_budget) == 0:  # no wait at all: the server refuses at once
+            return Budget(f"{prefix}{lock_budget} = 0", 0.0)
+        names = [lock_budget, "max_statement_time", "max_execution_time"]
+        candidates = [Budget(prefix + n if prefix and m and re.search(rf"\b{n}\b", m.group(1), re.IGNORECASE) else n,
+                             values[n]) for n in names if values.get(n, 0) > 0]
+        return min(candidates, key=lambda b: b.ms) if candidates else None
+
+    def rollback_prepared(self, gid: str) -> str:
+        return f"XA ROLLBACK {gid}"
+
+    def prepared_changes(self, sql, tags):
+        return prepared_mod.xa_changes(sql, tags)

@@ -1,0 +1,82 @@
+"""PostgreSQL: SQLSTATEs, lock_timeout / statement_timeout, PREPARE TRANSACTION, pids.
+
+55P03 lock_not_available is both NOWAIT's refusal ("could not obtain lock on
+row ...") and lock_timeout's end ("canceling statement due to lock timeout");
+the message tells them apart.  57014 query_canceled is statement_timeout or a
+cancel; 40P01 a deadlock; 40001 "conflict with recovery" a hot standby ending a
+query that held up replay.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..core import prepared as prepared_mod
+from ..core.events import Budget
+from ..core.outcome import asks_nowait
+from ..core.sqltext import POSTGRES_SQL
+from .base import NOWAIT, Dialect
+
+CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "25P03")
+
+_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
+
+
+def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> str:
+    if not sqlstate:
+        return "connection_lost" if connection_closed else "error"
+    if sqlstate == "55P03":
+        if "lock timeout" in message:
+            return "timed_out"
+        return "refused"
+    if sqlstate == "40P01":
+        return "deadlock"
+    if "conflict with recovery" in message:  # 40001 (57P04 when the database was dropped)
+        return "recovery_conflict"
+    if sqlstate == "57014":
+        if "statement timeout" in message:
+            return "statement_timeout"
+        return "cancelled"  # a cancel by user request, or lockrace's own
+    if sqlstate.startswith(CONNECTION_STATES) or connection_closed:
+        return "connection_lost"
+    return "error"
+
+
+class PostgresDialect(Dialect):
+    name = "postgres"
+    engine = "postgres"
+    label = "PostgreSQL"
+    lexer = POSTGRES_SQL
+    ident_word = "pid"
+    budget_names = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
+    transactional_settings = True
+    deadlock_in_detail = True
+    monitor_sees_own_changes = False  # a transaction's own changes are seen only from its connection
+
+    def classify(self, code, message, sql, connection_closed=False):
+        return classify_postgres(str(code) if code else None, message, sql, connection_closed)
+
+    def settle(self, outcome, code, budget):
+        if outcome == "refused" and code == "55P03" and budget is not None and budget.ms != 0:
+            # FOR UPDATE/SHARE NOWAIT: the table lock could have waited up to lock_timeout,
+            # but a refusal ("could not obtain lock on row") is NOWAIT's
+            return outcome, NOWAIT
+        return outcome, budget
+
+    def statement_budget(self, budgets: tuple[Budget, ...], sql: str, metadata: bool = False) -> Budget | None:
+        """LOCK ... NOWAIT refuses the table lock at once; otherwise the smaller of
+        lock_timeout and statement_timeout, when set (0 is off)."""
+        if _LOCK_TABLE.match(sql) and asks_nowait(sql):
+            return NOWAIT
+        values = {b.name: b.ms for b in budgets}
+        candidates = [Budget(n, values[n]) for n in ("lock_timeout", "statement_timeout") if values.get(n, 0) > 0]
+        return min(candidates, key=lambda b: b.ms) if candidates else None
+
+    def rollback_prepared(self, gid: str) -> str:
+        return f"ROLLBACK PREPARED {gid}"
+
+    def prepared_changes(self, sql, tags):
+        return prepared_mod.pg_changes(sql, tags)
+
+
+POSTGRES = PostgresDialect()
