@@ -44,6 +44,7 @@ class Dialect:
     qualified_table_names = False  # the deadlock report names tables as sandbox.table
     monitor_sees_own_changes = True  # the monitor's SKIP LOCKED count reads the session's own changes
     xa_owner_finishes = False  # only the connection that prepared an XA transaction may end it
+    lock_error_codes: frozenset[str] = frozenset()  # lock errors whose answer may be taken before the state is read
 
     # ------------------------------------------------------------ outcomes
     def classify(self, code: str | int | None, message: str, sql: str, connection_closed: bool = False) -> str:

@@ -52,6 +52,8 @@ class PostgresDialect(Dialect):
     transactional_settings = True
     deadlock_in_detail = True
     monitor_sees_own_changes = False  # a transaction's own changes are seen only from its connection
+    # lock_not_available, query_canceled, deadlock_detected: outside a transaction the session is idle again
+    lock_error_codes = frozenset({"55P03", "57014", "40P01"})
 
     def classify(self, code, message, sql, connection_closed=False):
         return classify_postgres(str(code) if code else None, message, sql, connection_closed)
