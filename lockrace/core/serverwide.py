@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from .sqltext import NAME, OP, POSTGRES_SQL, STRING, WORD, Token, try_statements, words
+from .sqltext import MYSQL_SQL, NAME, OP, POSTGRES_SQL, STRING, WORD, Token, try_statements, words
 
 _PG_CALLS = {"PG_RELOAD_CONF": "pg_reload_conf()", "PG_PROMOTE": "pg_promote()",
              "PG_ROTATE_LOGFILE": "pg_rotate_logfile()"}
@@ -38,9 +38,9 @@ _MY_SET_SCOPES = ("GLOBAL", "PERSIST", "PERSIST_ONLY")
 
 # Text the lexer cannot read (an unterminated literal): look at the words themselves.
 _UNREAD = {
-    "postgres": re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(|\b(ALTER|CREATE|DROP)\s+(ROLE|USER|GROUP|DATABASE"
+    POSTGRES_SQL: re.compile(r"\bALTER\s+SYSTEM\b|\bpg_reload_conf\s*\(|\b(ALTER|CREATE|DROP)\s+(ROLE|USER|GROUP|DATABASE"
                            r"|TABLESPACE)\b", re.I),
-    "mysql": re.compile(r"\bSET\b[^;]*\b(GLOBAL|PERSIST|PERSIST_ONLY)\b|@@(global|persist)\b|\b(CREATE|DROP|ALTER)\s+"
+    MYSQL_SQL: re.compile(r"\bSET\b[^;]*\b(GLOBAL|PERSIST|PERSIST_ONLY)\b|@@(global|persist)\b|\b(CREATE|DROP|ALTER)\s+"
                         r"(USER|ROLE|DATABASE|SCHEMA)\b|\bGRANT\b|\bFLUSH\b|\bSHUTDOWN\b", re.I),
 }
 
@@ -54,10 +54,10 @@ def refuse_server_wide(what: str, statement: str) -> str:
 
 def dialect_of(engine: str) -> str:
     """The SQL dialect of an engine, topology or flavor name."""
-    return "postgres" if engine.startswith("postgres") else "mysql"
+    return POSTGRES_SQL if engine.startswith("postgres") else MYSQL_SQL
 
 
-def server_wide(sql: str, dialect: str = "postgres") -> str | None:
+def server_wide(sql: str, dialect: str = POSTGRES_SQL) -> str | None:
     """The first statement in ``sql`` that changes the server beyond lockrace's
     sandbox, named in a few words ('ALTER SYSTEM', 'SET GLOBAL', 'pg_reload_conf()');
     None when there is none."""
@@ -104,9 +104,9 @@ def _pg_statement(stmt: list[Token]) -> str | None:
 
 def _pg_body(body: str) -> str | None:
     """A DO block's body (PL/pgSQL): its statements, and the literals it EXECUTEs."""
-    stmts = try_statements(body, "postgres")
+    stmts = try_statements(body, POSTGRES_SQL)
     if stmts is None:
-        m = _UNREAD["postgres"].search(body)
+        m = _UNREAD[POSTGRES_SQL].search(body)
         return " ".join(m.group(0).upper().split()) if m else None
     for stmt in stmts:
         # a statement may follow BEGIN, DECLARE ..., THEN, ELSE, LOOP on the same "statement"
@@ -116,7 +116,7 @@ def _pg_body(body: str) -> str | None:
                 if found:
                     return found
             if tok.is_word("EXECUTE") and i + 1 < len(stmt) and stmt[i + 1].kind == STRING:
-                found = server_wide(stmt[i + 1].value, "postgres")
+                found = server_wide(stmt[i + 1].value, POSTGRES_SQL)
                 if found:
                     return found
     return None
