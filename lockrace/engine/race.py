@@ -23,7 +23,6 @@ from typing import Callable, Iterable
 from ..backends.base import Backend, ConnectError, MonitorConnection, NoProbe, count_passed_over, skip_probe
 from ..core.events import (
     NO_MDL_INFO,
-    Budget,
     STANDBY_BUDGET,
     Event,
     ServerNote,
@@ -35,7 +34,6 @@ from ..core.events import (
     StatementStarted,
     StatementUnblocked,
 )
-from ..core import prepared as prepared_mod
 from ..core.outcome import asks_skip_locked, with_skip
 from . import explain as explain_mod
 from .budget_book import BudgetBook
@@ -65,10 +63,6 @@ POLL_S = 0.004  # while some running statement is not yet known to be blocked
 # lockrace's own CPU (a socket write is a "sync" wake-up: the kernel expects the writer to sleep
 # next), so whatever lockrace does before it sleeps delays the server's answer by as much.
 _LAUNCH_AFTER_S = 0.001
-# PostgreSQL's lock errors: lock_not_available (NOWAIT, lock_timeout), query_canceled
-# (statement_timeout), deadlock_detected
-_LOCK_ERROR_STATES = frozenset({"55P03", "57014", "40P01"})
-_NOWAIT = Budget("NOWAIT", 0.0)
 POLL_BLOCKED_S = 0.1  # while every running statement is already blocked (blocker changes)
 # (MariaDB's monitor spaces its own reads further apart: backends/mysql.py)
 
@@ -256,10 +250,11 @@ class Race:
         """
         left = []
         for gid, name in list(self.prepared.items()):
-            sql = f"ROLLBACK PREPARED {gid}" if self.backend.engine == "postgres" else f"XA ROLLBACK {gid}"
+            dialect = self.backend.dialect
+            sql = dialect.rollback_prepared(gid)
             session = self.sessions.get(name)
             try:
-                if self.backend.engine == "mysql" and session is not None and session.running is None \
+                if dialect.xa_owner_finishes and session is not None and session.running is None \
                         and not session.conn.closed:
                     res = await _within(session.conn.execute(sql), timeout)
                     if res.outcome == "connection_lost":
@@ -452,7 +447,7 @@ class Race:
             # The session stays busy until its state is read back: one connection,
             # one request at a time (PyMySQL connections are not thread-safe).
             await self._refresh_state(session, stmt=stmt if stmt.touches_budgets else None)
-        if self.backend.engine == "mysql":
+        if session.dialect.tracks_metadata_locks:
             _track_metadata(session, stmt.sql, result)
         if session.txn == "idle":
             session.wrote_in_txn = False
@@ -495,7 +490,7 @@ class Race:
             return
         if final:
             self._answer_if_known(session, stmt)
-        elif result.code in _LOCK_ERROR_STATES and not result.result_sets and session.txn == "idle" \
+        elif result.code in session.dialect.lock_error_codes and not result.result_sets and session.txn == "idle" \
                 and session.budgets and not stmt.touches_budgets:
             _answered(stmt)
             stmt.told_early = True
@@ -516,15 +511,9 @@ class Race:
         if result.outcome == "recovery_conflict":
             # a hot standby ended it for holding up replay: that budget applied, not a lock wait's
             result.budget = next((b for b in session.budgets if b.name == STANDBY_BUDGET), result.budget)
-        if result.outcome == "timed_out" and result.code == "1205" and result.budget is not None \
-                and result.budget.ms == 0:
-            # innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0): the server did not wait at all
-            result.outcome = "refused"
-        elif result.outcome == "refused" and result.code == "55P03" and result.budget is not None \
-                and result.budget.ms != 0:
-            # PostgreSQL's FOR UPDATE/SHARE NOWAIT: the table lock could have waited up to
-            # lock_timeout, but a refusal ("could not obtain lock on row") is NOWAIT's
-            result.budget = _NOWAIT
+        # what only the budget in force tells: a lock timeout at 0 is a refusal (MariaDB/MySQL),
+        # a refused row NOWAIT is NOWAIT's, not its table lock's lock_timeout (PostgreSQL)
+        result.outcome, result.budget = session.dialect.settle(result.outcome, result.code, result.budget)
         if stmt.may_prepare:
             self._track_prepared(session, stmt.sql, result)
         if result.tag == "ROLLBACK" or stmt.lock is not None:  # a COMMIT that rolled back, NOWAIT that waited
@@ -544,7 +533,7 @@ class Race:
         """The prepared transactions this session's statement prepared or finished, as
         the server's answer says (see core/prepared.py): only these are lockrace's to
         roll back at the end."""
-        prepared, finished = prepared_mod.changes(sql, [r.tag for r in result.succeeded], self.backend.engine)
+        prepared, finished = session.dialect.prepared_changes(sql, [r.tag for r in result.succeeded])
         for gid in finished:
             self.prepared.pop(gid, None)
         for gid in prepared:
@@ -649,10 +638,10 @@ class Race:
         if monitor is None:
             return
         try:
-            sql, limit, table = skip_probe(sql_text, "postgres" if self.backend.engine == "postgres" else "mysql")
+            sql, limit, table = skip_probe(sql_text, session.dialect.lexer)
             if result.truncated:
                 raise NoProbe("the result is too large to compare row by row")
-            if self.backend.engine == "postgres" and session.wrote_in_txn:
+            if not session.dialect.monitor_sees_own_changes and session.wrote_in_txn:
                 raise NoProbe("this transaction changed rows itself, which only its own connection sees")
         except NoProbe as why:
             result.skip_unknown = str(why)
@@ -661,7 +650,7 @@ class Race:
         try:
             # bounded here too: the monitor's own limits need a server that answers
             probe_sql = f"{sql} LIMIT {bound}"
-            if self.backend.engine == "postgres":
+            if not session.dialect.monitor_sees_own_changes:
                 seen, latest, own = await _within(monitor.plain_read(probe_sql), CANCEL_S), None, 0
             else:
                 seen, latest = await _within(monitor.skip_reads(probe_sql), CANCEL_S)
@@ -783,7 +772,7 @@ class Race:
             named = self.backend.hooks.blocker_name(node, ident)
             if named:
                 return named
-        what = f"pid {ident}" if self.backend.engine == "postgres" else f"thread {ident}"
+        what = self.backend.dialect.session_ident(ident)
         return f"{what} on {node}" if node else what
 
     def _metadata_holders(self, waiter: Session, lock, per_node_monitor=None) -> tuple[str, ...]:
@@ -854,12 +843,12 @@ class Race:
                 # a blocker that is a server process (the startup process on a hot standby) by its name
                 blockers = tuple(report.process_names.get(i) or self.holder_name(i, s.node) for i in report.blockers)
                 if not blockers and report.lock is not None and report.lock.kind == "metadata" \
-                        and self.backend.engine == "mysql":
+                        and s.dialect.tracks_metadata_locks:
                     blockers = self._metadata_holders(s, report.lock, per_node_monitor=self.monitors.get(s.node,
                                                                                                         self.monitor))
                 if report.budget is not None:
                     stmt.budget = report.budget
-                elif report.lock is not None and report.lock.kind == "metadata" and self.backend.engine == "mysql":
+                elif report.lock is not None and report.lock.kind == "metadata" and s.dialect.tracks_metadata_locks:
                     # a metadata-lock wait is bounded by lock_wait_timeout, whatever the statement
                     stmt.budget = s.budget_for(stmt.sql, metadata=True)
                 shown = report.lock.describe() if report.lock else None  # a report says news only if its words change
