@@ -33,6 +33,7 @@ from lockrace.engine.race import Race  # noqa: E402
 from lockrace.engine.runner import ScenarioRunner  # noqa: E402
 from lockrace.scenario.library import resolve  # noqa: E402
 from lockrace.servers.target import Target, mysql_target, pg_target  # noqa: E402
+from lockrace.registry import SINGLE_ENGINES  # noqa: E402
 
 # Short scenarios with blocking, refusals, SKIP LOCKED and rollbacks, taken in turn.
 SCENARIOS = {
@@ -144,7 +145,7 @@ def print_table(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", choices=("postgres", "mysql"), action="append",
+    parser.add_argument("--engine", choices=SINGLE_ENGINES, action="append",
                         help="engine to soak (repeatable; default both)")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--pg", metavar="DSN")

@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..core.events import Budget, LockInfo, StatementResult
 from ..core.sqltext import NAME, NUMBER, OP, WORD, has_call, try_statements
+from ..registry import TopologyName
 
 
 class ConnectError(Exception):
@@ -153,6 +154,7 @@ class MonitorConnection(ABC):
 
 class Backend(ABC):
     engine: str  # postgres | mysql
+    topology: str = TopologyName.SINGLE  # a cluster's backend: its topology (registry.py)
     flavor: str  # postgres | mariadb | mysql8
     version: str  # "18.6", "10.11.19"
     admin_timeout: float = 10.0

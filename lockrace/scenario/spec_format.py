@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
+from ..registry import SINGLE_ENGINES, Engine
 from .model import Blocker, PermutationEntry, Scenario, SessionDef, Step
 
 MAX_INTERLEAVINGS = 100_000
@@ -338,11 +339,11 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
     explicit = bool(permutations)
     if not explicit:
         permutations = _all_interleavings(session_steps, path)
-    engines = ["postgres"]
+    engines = [Engine.POSTGRES.value]
     m = _ENGINES.search(text)
     if m:
         engines = [e.strip() for e in m.group(1).split(",") if e.strip()]
-        bad = [e for e in engines if e not in ("postgres", "mysql")]
+        bad = [e for e in engines if e not in SINGLE_ENGINES]
         if bad or not engines:
             raise ScenarioError(path, text[: m.start()].count("\n") + 1, f"unknown engine in '# engines:': {', '.join(bad)}")
     stem = name or (Path(path).stem if path != "<input>" else "spec")

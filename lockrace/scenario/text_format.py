@@ -45,8 +45,8 @@ import re
 from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
-from .model import (ENGINES, FLAVORS, LOCK_KINDS, OUTCOMES, TOPOLOGIES, TXN_STATES, AcrossSteps, Expectation, Scenario,
-                    Step, TimeBound)
+from ..registry import CLUSTER_ENGINES, ENGINE_NAMES as ENGINES, FLAVORS, engine as engine_spec
+from .model import LOCK_KINDS, OUTCOMES, TXN_STATES, AcrossSteps, Expectation, Scenario, Step, TimeBound
 
 HEADER_KEYS = ("title", "engines", "nodes", "source", "lesson", "setup", "teardown")
 EXPECT_KEYS = {
@@ -346,18 +346,19 @@ class _Parser:
         if not sc.nodes:
             return
         line = getattr(self, "nodes_line", None)
-        clusters = [e for e in sc.engines if e in TOPOLOGIES]
+        clusters = [e for e in sc.engines if e in CLUSTER_ENGINES]
         if not clusters:
-            raise self.error(line, f"nodes: applies to cluster engines ({', '.join(TOPOLOGIES)}), "
+            raise self.error(line, f"nodes: applies to cluster engines ({', '.join(CLUSTER_ENGINES)}), "
                                    f"not {', '.join(sc.engines)}")
         names = set(sc.session_names())
         for session, node in sc.nodes.items():
             if session not in names:
                 raise self.error(line, f"nodes: no session named {session}")
             for engine in clusters:
-                if node not in TOPOLOGIES[engine]:
+                nodes = engine_spec(engine).nodes
+                if node not in nodes:
                     raise self.error(line, f"nodes: {engine} has no node {node!r} "
-                                           f"(its nodes: {', '.join(TOPOLOGIES[engine])})")
+                                           f"(its nodes: {', '.join(nodes)})")
 
     def _check_references(self) -> None:
         count = len(self.scenario.steps)

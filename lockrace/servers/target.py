@@ -17,10 +17,11 @@ import secrets
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..registry import ENGINES, Engine
 from .process import PrivateServer
 
-PG_ENV = "LOCKRACE_PG_DSN"
-MYSQL_ENV = "LOCKRACE_MYSQL_DSN"
+PG_ENV = ENGINES[Engine.POSTGRES].env
+MYSQL_ENV = ENGINES[Engine.MYSQL].env
 SANDBOX_ENV = "LOCKRACE_SANDBOX"
 DEFAULT_SANDBOX = "lockrace"
 
