@@ -39,7 +39,7 @@ _KEYWORDS = {"notices", "permutation", "session", "setup", "step", "teardown"}
 _SPACE = " \t\r\f"
 _IDENT_START = re.compile(r"[A-Za-z_\x80-\U0010ffff]")
 _IDENT = re.compile(r"[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*")
-_ENGINES = re.compile(r"^#\s*engines:\s*([a-z, ]+)\s*$", re.MULTILINE)
+_ENGINES = re.compile(r"^#\s*engines:\s*([a-z, -]+)\s*$", re.MULTILINE)
 
 
 @dataclass
