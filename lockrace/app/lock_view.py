@@ -75,12 +75,12 @@ class LockView(Screen[None]):
         lines = Text()
         if live:
             lines.append(f"deadlock: {cycle_text(live[0])} — each waits for the next; the server will fail "
-                         "one of them to break the cycle\n", style=themed("bold $lr-scarlet"))
+                         "one of them to break the cycle\n", style=themed("bold $lr-deadlock"))
         if deadlock:
             cycle, victim = deadlock
             lines.append(f"last deadlock: {cycle_text(cycle)}; the server failed {victim}'s statement "
-                         "(deadlock victim) and the others went on\n", style=themed("$lr-scarlet"))
+                         "(deadlock victim) and the others went on\n", style=themed("$lr-deadlock"))
         lines.append("What a session holds: what the others are reported waiting for, and what its own "
                      "statements took and keep until COMMIT or ROLLBACK (the rows it changed, LOCK TABLES, "
-                     "on MariaDB/MySQL the tables its transaction used).", style=themed("$lr-dim"))
+                     "on MariaDB/MySQL the tables its transaction used).", style=themed("$lr-muted"))
         note.update(lines)

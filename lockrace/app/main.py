@@ -13,12 +13,20 @@ from ..scenario.library import resolve
 from ..registry import Engine
 from ..runtime.options import ServerChoice
 from ..servers.target import PG_ENV, Target, standby_refusal
+from .palette import COLOURS_ENV, read_overrides
 
 
 def run_app(engine: str, scenario: str | None, servers: ServerChoice | None = None,
             targets: dict[str, Target] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
     servers = servers or ServerChoice()
+    colours = None
+    if os.environ.get(COLOURS_ENV):
+        try:
+            colours = read_overrides(os.environ[COLOURS_ENV])
+        except ValueError as exc:
+            print(f"lockrace: {exc}", file=sys.stderr)
+            return EXIT_UNUSABLE
     loaded = None
     if scenario:
         try:
@@ -52,7 +60,7 @@ def run_app(engine: str, scenario: str | None, servers: ServerChoice | None = No
         from .history import default_dir
 
         app = LockraceApp(engine=engine, scenario=loaded, targets=targets, pending=pending, servers=servers,
-                          history_dir=default_dir())
+                          history_dir=default_dir(), colours=colours)
         app.run()
         code = app.return_code
         for text in app.farewell:

@@ -48,7 +48,7 @@ class SaveDialog(ModalScreen[Path | None]):
             yield Label("Save the race: a .race scenario, and its transcript (.txt) beside it.  "
                         "Enter saves, Esc cancels.", classes="spec-dialog-title")
             yield Input(value=str(self.default), id="save-path")
-            yield Label(Text(self.note, style=themed("$lr-amber")) if self.note else "", id="save-note")
+            yield Label(Text(self.note, style=themed("$lr-warning")) if self.note else "", id="save-note")
 
     def on_mount(self) -> None:
         line = self.query_one("#save-path", Input)
@@ -64,16 +64,16 @@ class SaveDialog(ModalScreen[Path | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if not event.value.strip():
-            self._say("✗ type a file name", themed("bold $lr-red"))
+            self._say("✗ type a file name", themed("bold $lr-failure"))
             return
         path = race_path(event.value, self.base)
         if not path.parent.is_dir():
-            self._say(f"✗ no such directory: {path.parent}", themed("bold $lr-red"))
+            self._say(f"✗ no such directory: {path.parent}", themed("bold $lr-failure"))
             return
         existing = [p.name for p in targets(path) if p.exists()]
         if existing and self._confirm != path:
             self._confirm = path
             self._say(f"{' and '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {path.parent}: "
-                      "Enter again overwrites, Esc cancels", themed("bold $lr-amber"))
+                      "Enter again overwrites, Esc cancels", themed("bold $lr-warning"))
             return
         self.dismiss(path)

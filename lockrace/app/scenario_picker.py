@@ -29,8 +29,8 @@ def reflow(text: str) -> str:
 def describe(sc: Scenario) -> Text:
     text = Text()
     text.append(f"{sc.title or sc.name}\n", style="bold")
-    text.append(f"{sc.name}", style=themed("italic $lr-dim"))
-    text.append(f"   engines: {', '.join(sc.engines)}   {len(sc.steps)} steps\n\n", style=themed("$lr-dim"))
+    text.append(f"{sc.name}", style=themed("italic $lr-muted"))
+    text.append(f"   engines: {', '.join(sc.engines)}   {len(sc.steps)} steps\n\n", style=themed("$lr-muted"))
     text.append(reflow(sc.lesson) or "(no lesson text)")
     if sc.source:
         text.append(f"\n\nsource: {sc.source}", style="dim")
@@ -117,10 +117,10 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
         for sc in self.shown:
             mark = "" if sc.runs_on(self.engine) else " ↔"
             if self.compact:  # a narrow terminal: the name and the mark (the lesson pane says the engines)
-                label = Text.assemble((sc.name, "bold"), (mark, themed("$lr-amber")))
+                label = Text.assemble((sc.name, "bold"), (mark, themed("$lr-accent")))
             else:
-                label = Text.assemble((f"{sc.name:<{self._width}}", "bold"), (f"{','.join(sc.engines):<9}", themed("$lr-dim")),
-                                      (mark, themed("$lr-amber")))
+                label = Text.assemble((f"{sc.name:<{self._width}}", "bold"), (f"{','.join(sc.engines):<9}", themed("$lr-muted")),
+                                      (mark, themed("$lr-accent")))
             options.append(Option(label, id=sc.name))
         return options
 
@@ -162,7 +162,7 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
             lst.highlighted = 0
             detail.update(describe(self.shown[0]))
         else:
-            detail.update(Text(f"No scenario matches {event.value.strip()!r}.", style=themed("$lr-dim")))
+            detail.update(Text(f"No scenario matches {event.value.strip()!r}.", style=themed("$lr-muted")))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -177,7 +177,7 @@ class ScenarioPicker(ModalScreen[Scenario | None]):
         try:
             scenario = resolve(str(Path(path).expanduser()))
         except ScenarioError as exc:
-            note.update(Text(f"✗ {exc}", style=themed("bold $lr-red")))
+            note.update(Text(f"✗ {exc}", style=themed("bold $lr-failure")))
             return
         self.dismiss(scenario)
 

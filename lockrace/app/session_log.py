@@ -14,21 +14,21 @@ from ..core.events import Event, StatementExplained, StatementFinished, Statemen
 from ..render.tables import result_lines
 from ..render.transcript import annotation, explained_lines
 from .status import SessionStatus
-from .palette import themed
+from .palette import StyleTable, themed
 
-OUTCOME_LINE_STYLES = {
-    "ok": themed("$lr-green"),
-    "skipped": themed("$lr-teal"),
-    "timed_out": themed("bold $lr-red"),
-    "statement_timeout": themed("bold $lr-red"),
-    "refused": themed("bold $lr-orchid"),
-    "deadlock": themed("bold $lr-scarlet"),
-    "cancelled": themed("$lr-grey"),
-    "error": themed("$lr-salmon"),
-    "connection_lost": themed("bold $lr-scarlet"),
-    "certification_conflict": themed("bold $lr-orange"),
-    "recovery_conflict": themed("bold $lr-lavender"),
-}
+OUTCOME_LINE_STYLES = StyleTable({
+    "ok": "$lr-ok",
+    "skipped": "$lr-skipped",
+    "timed_out": "bold $lr-timed-out",
+    "statement_timeout": "bold $lr-timed-out",
+    "refused": "bold $lr-refused",
+    "deadlock": "bold $lr-deadlock",
+    "cancelled": "$lr-cancelled",
+    "error": "$lr-error",
+    "connection_lost": "bold $lr-lost",
+    "certification_conflict": "bold $lr-conflict",
+    "recovery_conflict": "bold $lr-recovery",
+})
 
 
 SESSION_LOG_LINES = 5000
@@ -73,7 +73,7 @@ class SessionLog:
             for line in result_lines(res, self.flavor):
                 write(line, OUTCOME_LINE_STYLES.get(res.outcome, "") if error else TABLE_STYLE)
             for notice in res.notices:
-                write(notice, themed("italic $lr-dim"))
+                write(notice, themed("italic $lr-muted"))
             if res.outcome in ("refused", "deadlock"):
                 self._unexplained = event.stmt_id  # its line names the holder / the cycle: written once the server told
             else:

@@ -80,7 +80,7 @@ class WaitLine(Widget):
 
     def render(self) -> Text:
         self._text = self._status_of().wait_line()
-        return Text(f" {self._text}", style=themed("bold $lr-amber"), no_wrap=True, overflow="ellipsis")
+        return Text(f" {self._text}", style=themed("bold $lr-blocked"), no_wrap=True, overflow="ellipsis")
 
 
 class LockLine(Widget):
@@ -115,7 +115,7 @@ class LockLine(Widget):
 
     def render(self) -> Text:
         text, lines = self._words(self.size.width or 40)
-        return Text(text, style=themed("$lr-amber"), no_wrap=lines == 1, overflow="ellipsis")
+        return Text(text, style=themed("$lr-blocked"), no_wrap=lines == 1, overflow="ellipsis")
 
 
 class SqlInput(Input):

@@ -34,13 +34,13 @@ class PermutationPicker(ModalScreen[int | None]):
             width = len(str(len(perms)))
             options = []
             for i, perm in enumerate(perms):
-                label = Text.assemble((f"{i + 1:>{width}}  ", themed("bold $lr-dim")), (permutation_text(perm), "bold"))
+                label = Text.assemble((f"{i + 1:>{width}}  ", themed("bold $lr-muted")), (permutation_text(perm), "bold"))
                 sessions = []
                 for entry in perm:
                     session = self.scenario.step(entry.step).session
                     if not sessions or sessions[-1] != session:
                         sessions.append(session)
-                label.append(f"   ({' → '.join(sessions)})", style=themed("$lr-dim"))
+                label.append(f"   ({' → '.join(sessions)})", style=themed("$lr-muted"))
                 options.append(Option(label, id=f"perm-{i}"))
             yield OptionList(*options, id="permutation-list")
 
@@ -84,9 +84,9 @@ class SessionChooser(ModalScreen[list[str] | None]):
         note = self.query_one("#session-chooser-note", Label)
         if count > self.limit:
             note.update(Text(f"{count} ticked: untick {count - self.limit} (there are {self.limit} panels)",
-                             style=themed("bold $lr-red")))
+                             style=themed("bold $lr-failure")))
         else:
-            note.update(Text(f"{count} of {self.limit} panels", style=themed("$lr-dim")))
+            note.update(Text(f"{count} of {self.limit} panels", style=themed("$lr-muted")))
 
     def action_confirm(self) -> None:
         chosen = self.query_one(SelectionList).selected

@@ -9,7 +9,7 @@ import re
 from rich.highlighter import Highlighter
 from rich.text import Text
 
-from .palette import themed
+from .palette import StyleTable
 
 KEYWORDS = frozenset("""
 ABORT ADD ALL ALTER ANALYZE AND ANY AS ASC BEGIN BETWEEN BY CASCADE CASE CHECK COLUMN COMMIT
@@ -30,13 +30,13 @@ _TOKEN = re.compile(r"""
   | (?P<word>\b[A-Za-z_][A-Za-z_0-9$]*\b)
 """, re.VERBOSE | re.DOTALL)
 
-STYLES = {
-    "keyword": themed("bold $lr-sky"),
-    "string": themed("$lr-green"),
-    "number": themed("$lr-orchid"),
-    "comment": themed("italic $lr-dim"),
-    "name": themed("$lr-amber"),
-}
+STYLES = StyleTable({
+    "keyword": "bold $lr-sql-keyword",
+    "string": "$lr-sql-string",
+    "number": "$lr-sql-number",
+    "comment": "italic $lr-sql-comment",
+    "name": "$lr-sql-name",
+})
 
 
 def sql_spans(text: str) -> list[tuple[int, int, str]]:

@@ -27,28 +27,28 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from ..render.transcript import OUTCOME_WORDS, budget_amount, duration_words, names_text
-from .palette import themed
+from .palette import StyleTable
 
 # badge key -> (label, style); the label may be extended with details
-STYLES = {
-    "idle": themed("bold $lr-ink on $lr-idle"),
-    "in transaction": themed("bold $lr-ink on $lr-steel"),
-    "failed transaction": themed("bold white on $lr-rust"),
-    "running": themed("bold $lr-ink on $lr-sky"),
-    "blocked": themed("bold $lr-ink on $lr-amber"),
-    "timed out": themed("bold white on $lr-crimson"),
-    "statement timeout": themed("bold white on $lr-crimson"),
-    "refused": themed("bold white on $lr-magenta"),
-    "skipped": themed("bold $lr-ink on $lr-teal"),
-    "deadlock victim": themed("bold white on $lr-maroon"),
-    "cancelled": themed("bold $lr-ink on $lr-grey"),
-    "error": themed("bold white on $lr-rose"),
-    "connection lost": themed("bold white on $lr-blood"),
-    "certification conflict": themed("bold $lr-ink on $lr-orange"),
-    "recovery conflict": themed("bold white on $lr-violet"),
-    "ok": themed("bold $lr-ink on $lr-green"),
-    "connecting": themed("bold $lr-ink on $lr-idle"),
-}
+STYLES = StyleTable({
+    "idle": "bold $lr-on-badge on $lr-idle",
+    "in transaction": "bold $lr-on-badge on $lr-in-txn",
+    "failed transaction": "bold white on $lr-failed-txn",
+    "running": "bold $lr-on-badge on $lr-running",
+    "blocked": "bold $lr-on-badge on $lr-blocked",
+    "timed out": "bold white on $lr-timed-out-badge",
+    "statement timeout": "bold white on $lr-timed-out-badge",
+    "refused": "bold white on $lr-refused-badge",
+    "skipped": "bold $lr-on-badge on $lr-skipped",
+    "deadlock victim": "bold white on $lr-deadlock-badge",
+    "cancelled": "bold $lr-on-badge on $lr-cancelled",
+    "error": "bold white on $lr-error-badge",
+    "connection lost": "bold white on $lr-lost-badge",
+    "certification conflict": "bold $lr-on-badge on $lr-conflict",
+    "recovery conflict": "bold white on $lr-recovery-badge",
+    "ok": "bold $lr-on-badge on $lr-ok",
+    "connecting": "bold $lr-on-badge on $lr-idle",
+})
 
 
 STATE_HELP = [

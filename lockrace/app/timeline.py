@@ -26,7 +26,7 @@ from ..core.events import (
 )
 from ..render.transcript import OUTCOME_WORDS, budget_amount, duration_words, names_text
 from .status import lock_words, seconds
-from .palette import themed
+from .palette import StyleTable, themed
 
 MIN_SPAN_NS = 250_000_000  # the narrowest window the timeline follows with
 RECENT_NS = 2_000_000_000  # once nothing runs: the statements that ended this close to the last one
@@ -43,21 +43,21 @@ class View:
     end_ns: int = 0
     span_ns: int = 0
 
-BAR_STYLES = {
-    "running": themed("$lr-sky"),
-    "blocked": themed("$lr-amber"),
-    "ok": themed("$lr-green"),
-    "timed_out": themed("$lr-red"),
-    "statement_timeout": themed("$lr-red"),
-    "refused": themed("$lr-orchid"),
-    "skipped": themed("$lr-teal"),
-    "deadlock": themed("$lr-crimson"),
-    "cancelled": themed("$lr-grey"),
-    "error": themed("$lr-salmon"),
-    "connection_lost": themed("$lr-darkred"),
-    "certification_conflict": themed("$lr-orange"),
-    "recovery_conflict": themed("$lr-lavender"),
-}
+BAR_STYLES = StyleTable({
+    "running": "$lr-running",
+    "blocked": "$lr-blocked",
+    "ok": "$lr-ok",
+    "timed_out": "$lr-timed-out",
+    "statement_timeout": "$lr-timed-out",
+    "refused": "$lr-refused",
+    "skipped": "$lr-skipped",
+    "deadlock": "$lr-deadlock-lane",
+    "cancelled": "$lr-cancelled",
+    "error": "$lr-error",
+    "connection_lost": "$lr-lost-lane",
+    "certification_conflict": "$lr-conflict",
+    "recovery_conflict": "$lr-recovery",
+})
 
 
 @dataclass
@@ -269,12 +269,12 @@ def lane_label(bar: Bar | None, now: int, room: int = 0, t0: int | None = None) 
             if t0 is not None and off_chart(bar, t0, now) else ""
         head = f"waits on {who}{far}"
         if bar.lock is None:
-            return head, themed("bold $lr-amber")
+            return head, themed("bold $lr-blocked")
         if room and bar.lock.mode and cell_len(f"{head} · {bar.lock.mode}") > room:
             head = who  # narrow: the lock's mode stays before the words around it
-        return head + " · " + lock_words(bar.lock, room - cell_len(head) - 3 if room else 0), themed("bold $lr-amber")
+        return head + " · " + lock_words(bar.lock, room - cell_len(head) - 3 if room else 0), themed("bold $lr-blocked")
     if state == "running":
-        return f"running {seconds(now - bar.start_ns)}", themed("$lr-sky")
+        return f"running {seconds(now - bar.start_ns)}", themed("$lr-running")
     took = seconds(bar.end_ns - bar.start_ns)
     word = OUTCOME_WORDS.get(state, state)
     if state == "skipped":
@@ -308,7 +308,7 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
 
     out = Text(no_wrap=True, overflow="crop")
     for lane in model.lanes:
-        cells: list[tuple[str, str]] = [("─", themed("$lr-rule"))] * area
+        cells: list[tuple[str, str]] = [("─", themed("$lr-track"))] * area
         markers: list[tuple[int, str]] = []
         for bar in visible:
             if bar.session != lane:
@@ -325,9 +325,9 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
             if bar.budget is not None and (bar.running or bar.was_blocked or state in ("refused", "timed_out")):
                 at = bar.start_ns + int(bar.budget.ms * 1e6)
                 if t0 <= at <= t1:
-                    markers.append((col(at), themed("bold $lr-white on $lr-maroon") if bar.running else themed("bold $lr-white")))
+                    markers.append((col(at), themed("bold $lr-budget on $lr-budget-running") if bar.running else themed("bold $lr-budget")))
                 elif at > t1 and bar.running and off_chart(bar, t0, now):
-                    markers.append((area - 1, "»", themed("bold $lr-white on $lr-maroon")))
+                    markers.append((area - 1, "»", themed("bold $lr-budget on $lr-budget-running")))
         for mx, *mark in markers:
             ch, style = mark if len(mark) == 2 else ("┃", mark[0])
             cells[mx] = (ch, style)
@@ -368,19 +368,19 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
                 free = x + len(text) + 2
             else:
                 free = x + 1
-        out.append("".join(axis), style=themed("$lr-dim"))
+        out.append("".join(axis), style=themed("$lr-muted"))
         return out
     axis = ["─"] * area
     for x, _ in ticks:
         axis[x] = "┴"
-    out.append("".join(axis), style=themed("$lr-slate"))
+    out.append("".join(axis), style=themed("$lr-axis-second"))
     out.append("\n")
     line = [" "] * (area + label_w + 2)
     for x, text in ticks:
         if x + len(text) <= len(line) and all(c == " " for c in line[max(0, x - 1): x + len(text) + 1]):
             line[x: x + len(text)] = list(text)
     out.append(" " * name_w)
-    out.append("".join(line).rstrip(), style=themed("$lr-dim"))
+    out.append("".join(line).rstrip(), style=themed("$lr-muted"))
     return out
 
 

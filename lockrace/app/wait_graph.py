@@ -137,11 +137,11 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
             edges.append((a, b))
     involved = [n.name for n in graph.nodes if any(n.name in e for e in edges)]
     if not involved:
-        return Text("Nobody waits: no lock is contended right now.", style=themed("$lr-dim"))
+        return Text("Nobody waits: no lock is contended right now.", style=themed("$lr-muted"))
     # back edges: in each cycle, the one into its first client (drawn underneath)
     back = {(c[-1], c[0]) for c in cycles}
     in_cycle = {n for c in cycles for n in c}
-    red, amber, plain = themed("bold $lr-scarlet"), themed("$lr-amber"), themed("$lr-silver")
+    red, amber, plain = themed("bold $lr-deadlock"), themed("$lr-blocked"), themed("$lr-bar-text")
     out = Text(no_wrap=True, overflow="crop")
     for group in _components(involved, edges):
         group_edges = [e for e in edges if e[0] in group]
@@ -220,10 +220,10 @@ def draw_graph(graph: LockGraph, width: int, highlight: tuple[str, ...] = ()) ->
     for cycle in cycles:
         out.append("\n")
         if cycle in live_cycles:
-            out.append(f" deadlock cycle: {cycle_text(cycle)} ", style=themed("bold white on $lr-maroon"))
+            out.append(f" deadlock cycle: {cycle_text(cycle)} ", style=themed("bold white on $lr-deadlock-badge"))
         else:
-            out.append(f" deadlock cycle: {cycle_text(cycle)} ", style=themed("bold white on $lr-maroon"))
-            out.append("  broken by the server: ╌ a wait it ended", style=themed("$lr-scarlet"))
+            out.append(f" deadlock cycle: {cycle_text(cycle)} ", style=themed("bold white on $lr-deadlock-badge"))
+            out.append("  broken by the server: ╌ a wait it ended", style=themed("$lr-deadlock"))
     return out
 
 
