@@ -62,7 +62,7 @@ def rss_kib() -> int:
 
 def server_connections(target: Target) -> int:
     """Connections lockrace holds, counted by the server (not by lockrace)."""
-    if target.engine == "postgres":
+    if target.family == "postgres":
         import psycopg
 
         with psycopg.connect(target.conninfo, autocommit=True, application_name="soak-check") as conn:
@@ -107,7 +107,7 @@ async def soak(target: Target, runs: int, on_sample=None) -> dict:
     """Run ``runs`` scenario runs on ``target``; samples after a warm-up run,
     at the middle and at the end."""
     backend = await open_backend(target)
-    names = SCENARIOS[target.engine]
+    names = SCENARIOS[target.family]
     samples: list[Sample] = []
     failures: list[str] = []
     # one warm-up run of each scenario: imports, caches and thread pools settle first
@@ -129,7 +129,7 @@ async def soak(target: Target, runs: int, on_sample=None) -> dict:
     wall = time.perf_counter() - t0
     if target.origin == "DSN":
         await backend.drop_sandbox()
-    return {"engine": target.engine, "server": backend.server_name, "origin": target.origin, "runs": runs,
+    return {"engine": target.family, "server": backend.server_name, "origin": target.origin, "runs": runs,
             "seconds": round(wall, 2), "ms_per_run": round(wall * 1000 / max(runs, 1), 1),
             "failures": failures, "samples": [asdict(s) for s in samples]}
 

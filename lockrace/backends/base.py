@@ -153,7 +153,7 @@ class MonitorConnection(ABC):
 
 
 class Backend(ABC):
-    engine: str  # postgres | mysql
+    family: str  # postgres | mysql (registry.Family: the driver and the SQL it speaks)
     topology: str = TopologyName.SINGLE  # a cluster's backend: its topology (registry.py)
     flavor: str  # postgres | mariadb | mysql8
     version: str  # "18.6", "10.11.19"
@@ -177,6 +177,11 @@ class Backend(ABC):
 
     @abstractmethod
     async def drop_sandbox(self) -> None: ...
+
+    @property
+    def engine(self) -> str:
+        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
+        return self.family
 
     @property
     def server_name(self) -> str:

@@ -76,7 +76,7 @@ class ClusterBackend(Backend):
         self.nodes = nodes
         self.hooks = hooks
         first = self.first_backend
-        self.engine = first.engine
+        self.family = first.family
         self.flavor = first.flavor
         self.version = first.version
         self.sandbox = first.sandbox

@@ -30,7 +30,7 @@ class Source:
     @classmethod
     def from_target(cls, target) -> "Source":
         """The server a race runs on (a ``Target``: private or DSN), for a lock view of it."""
-        if target.engine == "postgres":
+        if target.family == "postgres":
             return cls("postgres", target.describe(), conninfo=target.conninfo)
         return cls("mysql", target.describe(), mysql_kwargs=dict(target.mysql_kwargs))
 

@@ -32,7 +32,7 @@ class DsnError(Exception):
 
 @dataclass
 class Target:
-    engine: str  # postgres | mysql
+    family: str  # postgres | mysql (registry.Family: the driver and the SQL it speaks)
     origin: str  # "embedded", "private" or "DSN"
     conninfo: str = ""  # PostgreSQL conninfo / URI
     mysql_kwargs: dict = field(default_factory=dict)
@@ -46,12 +46,17 @@ class Target:
     and meant to be.  Any other PostgreSQL target found in recovery is refused."""
 
     @property
+    @property
+    def engine(self) -> str:
+        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
+        return self.family
+
     def owned(self) -> bool:
         return self.server is not None
 
     def describe(self) -> str:
         """Where the server is, without any password."""
-        if self.engine == "postgres":
+        if self.family == "postgres":
             return redact(self.conninfo)
         kw = self.mysql_kwargs
         where = kw.get("unix_socket") or f"{kw.get('host', 'localhost')}:{kw.get('port', 3306)}"
