@@ -90,6 +90,8 @@ class EngineSpec:
     flag: str  # command-line flag with a DSN (clusters: one per node, comma-separated)
     env: str  # environment variable with the same
     private: str  # what lockrace starts when no DSN is given, for "starting ..."
+    short: str  # its name in a short sentence ("no Galera server to read")
+    dirs: tuple[str, ...]  # the temp dirs of its private servers, lockrace-KIND-* (each server class's ``kind``)
     needs: str = ""  # what a private server or cluster needs on the machine, for error messages
 
     @property
@@ -109,20 +111,21 @@ class EngineSpec:
 ENGINES: dict[Engine, EngineSpec] = {
     Engine.POSTGRES: EngineSpec(
         Engine.POSTGRES, "PostgreSQL 18", Family.POSTGRES, TopologyName.SINGLE, (Flavor.POSTGRES,),
-        "--pg", "LOCKRACE_PG_DSN", "embedded PostgreSQL 18",
+        "--pg", "LOCKRACE_PG_DSN", "embedded PostgreSQL 18", "PostgreSQL", ("postgres",),
     ),
     Engine.MYSQL: EngineSpec(
         Engine.MYSQL, "MariaDB/MySQL", Family.MYSQL, TopologyName.SINGLE, (Flavor.MARIADB, Flavor.MYSQL8),
-        "--mysql", "LOCKRACE_MYSQL_DSN", "a private MariaDB/MySQL server",
+        "--mysql", "LOCKRACE_MYSQL_DSN", "a private MariaDB/MySQL server", "MariaDB/MySQL", ("mysql",),
     ),
     Engine.GALERA: EngineSpec(
         Engine.GALERA, "MariaDB Galera", Family.MYSQL, TopologyName.GALERA, (Flavor.MARIADB,),
-        "--galera", "LOCKRACE_GALERA_DSNS", "a private 2-node MariaDB Galera cluster",
+        "--galera", "LOCKRACE_GALERA_DSNS", "a private 2-node MariaDB Galera cluster", "Galera", ("galera",),
         needs="mariadbd and the galera-4 provider (apt-get install mariadb-server galera-4 rsync)",
     ),
     Engine.POSTGRES_STANDBY: EngineSpec(
         Engine.POSTGRES_STANDBY, "PostgreSQL primary + hot standby", Family.POSTGRES, TopologyName.POSTGRES_STANDBY,
         (Flavor.POSTGRES,), "--standby", "LOCKRACE_STANDBY_DSNS", "a private PostgreSQL primary and hot standby",
+        "PostgreSQL primary/standby", ("pg-primary", "pg-standby"),
     ),
 }
 

@@ -105,3 +105,15 @@ def test_pool_says_what_it_starts_in_the_registry_words():
     pool = ServerPool({"mysql": "mysql://root@127.0.0.1:1"})
     assert pool.starting_text("galera") == f"starting {ENGINES[Engine.GALERA].private}…"
     assert pool.starting_text("mysql") == f"connecting to {ENGINES[Engine.MYSQL].label}…"
+
+
+def test_private_server_dirs_are_the_server_classes_kinds():
+    from lockrace.servers.embedded_postgres import EmbeddedPostgres
+    from lockrace.servers.galera import GaleraNode
+    from lockrace.servers.pg_standby import PrimaryPostgres, StandbyPostgres
+    from lockrace.servers.private_mysql import PrivateMySQL
+
+    assert ENGINES[Engine.POSTGRES].dirs == (EmbeddedPostgres.kind,)
+    assert ENGINES[Engine.MYSQL].dirs == (PrivateMySQL.kind,)
+    assert ENGINES[Engine.GALERA].dirs == (GaleraNode.kind,)
+    assert ENGINES[Engine.POSTGRES_STANDBY].dirs == (PrimaryPostgres.kind, StandbyPostgres.kind)
