@@ -45,7 +45,7 @@ import re
 from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
-from ..registry import CLUSTER_ENGINES, ENGINE_NAMES as ENGINES, FLAVORS, engine as engine_spec
+from ..registry import CLUSTER_ENGINES, ENGINE_NAMES as ENGINES, FLAVORS, Family, Flavor, engine as engine_spec
 from .model import LOCK_KINDS, OUTCOMES, TXN_STATES, AcrossSteps, Expectation, Scenario, Step, TimeBound
 
 HEADER_KEYS = ("title", "engines", "nodes", "source", "lesson", "setup", "teardown")
@@ -319,12 +319,12 @@ class _Parser:
             if not step.variants:
                 continue
             for engine in self.scenario.engines:
-                base = "postgres" if engine in ("postgres", "postgres-standby") else "mysql"
-                flavors = ["postgres"] if base == "postgres" else ["mariadb", "mysql8"]
+                postgres = engine_spec(engine).family == Family.POSTGRES
+                flavors = [Flavor.POSTGRES] if postgres else [Flavor.MARIADB, Flavor.MYSQL8]
                 for flavor in flavors:
                     if step.sql_for(flavor) is None:
                         raise self.error(step.line, f"step {step.name} has per-engine SQL but none for {flavor}"
-                                                    f" (add {step.session}[{'postgres' if base == 'postgres' else 'mysql'}]> ...;)")
+                                                    f" (add {step.session}[{engine_spec(engine).family}]> ...;)")
 
     def _nodes(self, block: str, lineno: int) -> dict[str, str]:
         """``A=node1 B=node1 C=node2`` (spaces or commas between pairs)."""
