@@ -64,8 +64,6 @@ exit status: 0 every expectation held, 1 an expectation failed,
 the statements, stops the servers lockrace started and drops its sandbox."""
 
 
-ENGINE_CHOICES = ENGINE_NAMES  # the registry's (lockrace/registry.py)
-
 
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds (argparse type)."""
@@ -110,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lockrace", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"lockrace {__version__}")
-    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="postgres",
+    parser.add_argument("--engine", choices=ENGINE_NAMES, default="postgres",
                         help="engine the app opens on (default: postgres); galera and postgres-standby are clusters "
                              "whose sessions sit on different nodes")
     parser.add_argument("--scenario", metavar="NAME_OR_PATH", help="open the app with this scenario loaded")
@@ -124,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status: 0 all expectations held, 1 one failed, 2 unusable input.",
     )
     run.add_argument("scenarios", nargs="+", metavar="NAME_OR_PATH", help="built-in name (see 'lockrace list') or file")
-    run.add_argument("--engine", choices=ENGINE_CHOICES,
+    run.add_argument("--engine", choices=ENGINE_NAMES,
                      help="run on this engine only (default: every engine the scenario declares)")
     run.add_argument("--format", choices=("transcript", "json"), default="transcript", help="output format")
     run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
@@ -166,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(the app or 'lockrace run' in another terminal); --engine picks which kind.",
         epilog="exit status: 0 read, 2 no server to read or it could not be read.",
     )
-    locks.add_argument("--engine", choices=ENGINE_CHOICES,
+    locks.add_argument("--engine", choices=ENGINE_NAMES,
                        help="without a DSN: read lockrace's running private server(s) of this engine (default: all)")
     locks.add_argument("--watch", action="store_true", help="read again every --interval seconds and redraw in place")
     locks.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
