@@ -64,7 +64,6 @@ exit status: 0 every expectation held, 1 an expectation failed,
 the statements, stops the servers lockrace started and drops its sandbox."""
 
 
-
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds (argparse type)."""
     try:
