@@ -198,13 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run_headless(args)
         if args.command == "locks":
-            from .locks.cli import cmd_locks
+            from .locks.cli import LocksOptions, cmd_locks
 
-            return cmd_locks(args)
+            return cmd_locks(LocksOptions(engine=args.engine, watch=args.watch, interval=args.interval,
+                                          json=args.json, servers=_servers(args)))
         if args.command == "rehearse":
-            from .rehearse.cli import cmd_rehearse
+            from .rehearse.cli import RehearseOptions, cmd_rehearse
 
-            return cmd_rehearse(args)
+            return cmd_rehearse(RehearseOptions(
+                migration=args.migration, engine=args.engine, setup=args.setup, workload=args.workload,
+                keys=args.keys, clients=args.clients, duration=args.duration, hold_ms=args.hold_ms,
+                policies=args.policies, json=args.json, servers=_servers(args)))
         if args.command == "bench" and args.runs is None:
             args.runs = 3 if args.cluster else 30
         if args.command == "bench" and args.cluster:
