@@ -23,7 +23,7 @@ def test_lookup_by_flavor():
 
 
 def test_families_lexers_and_words():
-    assert (POSTGRES.engine, MARIADB.engine, MYSQL.engine) == ("postgres", "mysql", "mysql")
+    assert (POSTGRES.family, MARIADB.family, MYSQL.family) == ("postgres", "mysql", "mysql")
     assert (POSTGRES.lexer, MARIADB.lexer, MYSQL.lexer) == ("postgres", "mysql", "mysql")
     assert (POSTGRES.label, MARIADB.label, MYSQL.label) == ("PostgreSQL", "MariaDB", "MySQL")
     assert POSTGRES.session_ident(4242) == "pid 4242"

@@ -1,6 +1,7 @@
 """The engine asks a dialect (lockrace/dialects) what differs between the servers: no
 module of lockrace/engine or lockrace/core compares anything with an engine or
-flavor name (==, !=, in, not in; a tuple, list or set of names counts too)."""
+flavor name (==, !=, in, not in; a tuple, list or set of names counts too, and so
+does a member of the registry's Engine, Family or Flavor)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "lockrace"
 NAMES = {"postgres", "mysql", "mariadb", "mysql8", "galera"}
+ENUMS = {"Engine", "Family", "Flavor"}  # lockrace/registry.py
 PACKAGES = ("engine", "core")
 
 
@@ -22,6 +24,8 @@ def _modules():
 def _names_in(node: ast.AST) -> set[str]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return {node.value} & NAMES
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ENUMS:
+        return {f"{node.value.id}.{node.attr}"}
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         return set().union(*(_names_in(e) for e in node.elts)) if node.elts else set()
     return set()
@@ -49,6 +53,6 @@ def test_no_comparison_with_an_engine_name(path):
 
 def test_the_check_finds_them():
     code = ('a == "postgres"\nif "mysql" != b: pass\nc in ("mariadb", "x")\nd not in ["galera"]\n'
-            'e == "mysql8"\nf == "other"\ng = {"postgres": 1}\n')
+            'e == "mysql8"\nf == "other"\ng = {"postgres": 1}\nh.family == Family.MYSQL\ni is Family.MYSQL\n')
     assert branches(ast.parse(code)) == [(1, "postgres"), (2, "mysql"), (3, "mariadb"), (4, "galera"),
-                                         (5, "mysql8")]
+                                         (5, "mysql8"), (8, "Family.MYSQL")]

@@ -26,7 +26,7 @@ class Dialect:
     """The base contract; each flavor's module subclasses it (see dialects/__init__.py)."""
 
     name: str = ""  # lockrace's flavor: postgres | mariadb | mysql8
-    engine: str = ""  # the family: postgres | mysql
+    family: str = ""  # registry.Family: postgres | mysql
     label: str = ""  # PostgreSQL | MariaDB | MySQL
     lexer: str = ""  # the core/sqltext dialect that reads its SQL text
     ident_word: str = ""  # what a session's server-side id is: "pid" | "thread"

@@ -3,11 +3,12 @@ row locks only (3572), performance_schema.data_lock_waits."""
 
 from __future__ import annotations
 
+from ..registry import Flavor
 from .mysql_family import MySQLFamilyDialect
 
 
 class MySQLDialect(MySQLFamilyDialect):
-    name = "mysql8"
+    name = Flavor.MYSQL8
     label = "MySQL"
     # the ranges MySQL cuts a session value to (its reference manual): seconds, max_execution_time in ms
     budget_ranges = {"innodb_lock_wait_timeout": (1, 1_073_741_824), "lock_wait_timeout": (1, 31_536_000),

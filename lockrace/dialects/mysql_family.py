@@ -27,6 +27,7 @@ from ..core import prepared as prepared_mod
 from ..core.events import Budget
 from ..core.outcome import asks_nowait, wait_seconds
 from ..core.sqltext import MYSQL_SQL
+from ..registry import Family
 from .base import NOWAIT, Dialect
 
 # client-side errors that mean the connection is gone (pymysql / libmysql CR_*)
@@ -59,7 +60,7 @@ def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0
 
 
 class MySQLFamilyDialect(Dialect):
-    engine = "mysql"
+    family = Family.MYSQL
     lexer = MYSQL_SQL
     ident_word = "thread"
     budget_names = ("innodb_lock_wait_timeout", "lock_wait_timeout", "max_statement_time", "max_execution_time")

@@ -15,6 +15,7 @@ from ..core import prepared as prepared_mod
 from ..core.events import Budget
 from ..core.outcome import asks_nowait
 from ..core.sqltext import POSTGRES_SQL
+from ..registry import Family, Flavor
 from .base import NOWAIT, Dialect
 
 CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "25P03")
@@ -43,8 +44,8 @@ def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_c
 
 
 class PostgresDialect(Dialect):
-    name = "postgres"
-    engine = "postgres"
+    name = Flavor.POSTGRES
+    family = Family.POSTGRES
     label = "PostgreSQL"
     lexer = POSTGRES_SQL
     ident_word = "pid"
