@@ -30,7 +30,7 @@ from ..core.events import Event, ServerNote, StatementBlocked, StatementFinished
 from ..core.serverwide import dialect_of, refuse_server_wide, server_wide
 from ..engine.lock_graph import deadlock_cycle, lock_graph
 from ..engine.race import Race, SessionBusy
-from ..engine.scheduler import Entry
+from ..engine.scheduler import Entry, EntryKind
 from ..render.transcript import names_text
 from ..scenario.library import builtins
 from ..scenario.model import Scenario
@@ -588,19 +588,19 @@ class LockraceApp(App[int]):
 
     # ------------------------------------------------------------ scenario
     def _on_entry(self, entry: Entry) -> None:
-        if entry.kind == "note":
+        if entry.kind == EntryKind.NOTE:
             step = self.player.current if self.player is not None else None
             for line in entry.text.splitlines():
                 if step is not None:
                     self._write(step.session, f"-- {line}", themed("italic $lr-note"))
-        elif entry.kind == "launch":
+        elif entry.kind == EntryKind.LAUNCH:
             # the hint says the step runs (it no longer offers F5 for it); drawn after the statement is on its way
             self.call_later(self._show_in_progress, entry.record, None)
-        elif entry.kind == "blocked" and entry.record is not None:
+        elif entry.kind == EntryKind.BLOCKED and entry.record is not None:
             self.call_later(self._show_in_progress, entry.record, entry)
-        elif entry.kind in ("finish", "problem") and entry.record is not None:
+        elif entry.kind in (EntryKind.FINISH, EntryKind.PROBLEM) and entry.record is not None:
             rec = entry.record
-            if entry.kind == "finish":
+            if entry.kind == EntryKind.FINISH:
                 lines = self._verdict(rec)
             else:
                 lines = [(f"✗ step {rec.step.name}: {entry.text}", themed("bold $lr-failure"))]

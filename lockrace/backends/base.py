@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..core.events import Budget, LockInfo, StatementResult
+from ..core.states import TxnState
 from ..core.sqltext import NAME, NUMBER, OP, WORD, has_call, try_statements
 
 
@@ -70,10 +71,10 @@ class SessionConnection(ABC):
         for SQL errors."""
 
     @abstractmethod
-    async def txn_state(self) -> str:
+    async def txn_state(self) -> TxnState:
         """idle, in transaction, failed transaction or closed."""
 
-    def txn_state_now(self) -> str | None:
+    def txn_state_now(self) -> TxnState | None:
         """``txn_state`` when the driver knows it without asking the server (the
         status of the last answer); None: ask with ``txn_state``."""
         return None

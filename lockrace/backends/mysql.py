@@ -32,6 +32,7 @@ from ..core import prepared as prepared_mod
 from ..core.sqltext import try_statements, words
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
+from ..core.states import TxnState
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
@@ -424,13 +425,14 @@ class MySQLSession(SocketWatch, SessionConnection):
             self._note_xa(sql, result)
         return result
 
-    async def txn_state(self) -> str:
+    async def txn_state(self) -> TxnState:
         return self.txn_state_now()
 
-    def txn_state_now(self) -> str:
+    def txn_state_now(self) -> TxnState:
         if self.closed:
-            return "closed"
-        return "in transaction" if self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS else "idle"
+            return TxnState.CLOSED
+        in_trans = self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        return TxnState.IN_TRANSACTION if in_trans else TxnState.IDLE
 
     def _budgets(self) -> tuple[Budget, ...]:
         with self._lock:

@@ -21,6 +21,7 @@ from psycopg.waiting import Wait
 
 from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
 from ..core.outcome import classify_postgres
+from ..core.states import TxnState
 from ..servers.target import Target, pg_options, redact, standby_refused
 from . import sandbox as sandbox_mod
 from . import arrival
@@ -90,8 +91,8 @@ _CHUNK_ROWS = 1000  # rows per message batch while streaming (libpq 17+ chunked 
 _CHUNKED = capabilities.has_stream_chunked()
 _TS = pq.TransactionStatus
 # libpq's transaction status (PQtransactionStatus): UNKNOWN once the connection is bad
-_TXN_STATES = {int(_TS.IDLE): "idle", int(_TS.INTRANS): "in transaction", int(_TS.ACTIVE): "in transaction",
-               int(_TS.INERROR): "failed transaction"}
+_TXN_STATES = {int(_TS.IDLE): TxnState.IDLE, int(_TS.INTRANS): TxnState.IN_TRANSACTION,
+               int(_TS.ACTIVE): TxnState.IN_TRANSACTION, int(_TS.INERROR): TxnState.FAILED_TRANSACTION}
 _SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK = pq.ExecStatus.SINGLE_TUPLE, pq.ExecStatus.TUPLES_CHUNK, pq.ExecStatus.TUPLES_OK
 
 
@@ -316,12 +317,12 @@ class PostgresSession(SocketWatch, SessionConnection):
             notices=list(self.notices), result_sets=sets,
         )
 
-    async def txn_state(self) -> str:
+    async def txn_state(self) -> TxnState:
         return self.txn_state_now()
 
-    def txn_state_now(self) -> str:
+    def txn_state_now(self) -> TxnState:
         # libpq's own status, as a plain int: this is on the way to a caller (see Race._on_answer)
-        return _TXN_STATES.get(self.conn.pgconn.transaction_status, "closed")
+        return _TXN_STATES.get(self.conn.pgconn.transaction_status, TxnState.CLOSED)
 
     def _budgets(self) -> tuple[Budget, ...]:
         cur = self.conn.cursor()

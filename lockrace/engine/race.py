@@ -37,6 +37,7 @@ from ..core.events import (
 )
 from ..core import prepared as prepared_mod
 from ..core.outcome import asks_skip_locked, with_skip
+from ..core.states import TxnState
 from . import explain as explain_mod
 from .budget_book import BudgetBook
 from .session import RunningStatement, Session
@@ -295,7 +296,7 @@ class Race:
             # connection_lost) so that the race stays usable and can try again
             self.sessions.update(old)
             for s in old.values():
-                s.txn = "closed"
+                s.txn = TxnState.CLOSED
             raise
         self.emit(ServerNote("", perf_counter_ns(), f"reconnected to {self.backend.server_name}"))
 
@@ -611,7 +612,7 @@ class Race:
             self.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {where}", "error", node=first.node))
             for s in list(self.sessions.values()):
                 if s is not first and s.node == first.node and s.running is None and s.txn != "closed":
-                    s.txn = "closed"
+                    s.txn = TxnState.CLOSED
                     self.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident, node=s.node))
         finally:
             self._lost_probe = None
@@ -736,7 +737,7 @@ class Race:
                 session.book.follow(stmt.sql, [r.tag for r in result.succeeded], failed, txn)
             session.budgets = session.book.budgets()
         except Exception:
-            txn = "closed" if session.conn.closed else session.txn
+            txn = TxnState.CLOSED if session.conn.closed else session.txn
         session.txn = txn
         self.emit(SessionState(session.name, perf_counter_ns(), txn, session.budgets, session.ident, node=session.node))
 

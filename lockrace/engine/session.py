@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ..backends.base import SessionConnection
 from ..core.events import Budget, LockInfo, StatementResult
 from ..core.outcome import asks_nowait, wait_seconds
+from ..core.states import TxnState
 
 _PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)
@@ -55,7 +56,7 @@ class Session:
         self.conn = conn
         self.flavor = flavor
         self.running: RunningStatement | None = None
-        self.txn = "idle"
+        self.txn: TxnState = TxnState.IDLE
         self.budgets: tuple[Budget, ...] = ()
         self.book = None  # its BudgetBook, once the budgets were read at connect (see Race._refresh_state)
         self.last: StatementResult | None = None

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.outcome import Outcome
 from ..core.serverwide import dialect_of, server_wide
+from ..core.states import LockKind, TxnState
 
 ENGINES = ("postgres", "mysql", "galera", "postgres-standby")
 FLAVORS = ("postgres", "mysql", "mariadb", "mysql8")
@@ -31,22 +33,11 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
 }
 
 
-OUTCOMES = (
-    "ok",
-    "timed_out",
-    "refused",
-    "skipped",
-    "deadlock",
-    "statement_timeout",
-    "cancelled",
-    "error",
-    "connection_lost",
-    # cluster outcomes
-    "certification_conflict",  # Galera: 1213 from replication (certification failure or brute-force abort)
-    "recovery_conflict",  # PostgreSQL hot standby: 40001 "... due to conflict with recovery"
-)
+OUTCOMES = tuple(Outcome)
+"""What ``expect:`` may name: every way a statement can end."""
 
-TXN_STATES = ("idle", "in transaction", "failed transaction")
+TXN_STATES = (TxnState.IDLE, TxnState.IN_TRANSACTION, TxnState.FAILED_TRANSACTION)
+"""What ``txn:`` may name (a closed connection is reported, never expected)."""
 
 
 def flavor_matches(wanted: str | None, flavor: str) -> bool:
@@ -97,7 +88,7 @@ class Expectation:
         return f"{key}{scope}: {value}"
 
 
-LOCK_KINDS = ("row", "relation", "virtualxid", "transactionid", "metadata", "advisory")
+LOCK_KINDS = tuple(LockKind)
 """What ``lock:`` may name: the kind of lock a step waited on, as the server reported it."""
 
 
