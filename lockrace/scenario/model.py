@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.outcome import Outcome
 from ..core.serverwide import dialect_of, server_wide
-from ..core.states import LockKind, TxnState
+from .expectations import LOCK_KINDS as LOCK_KINDS, OUTCOMES as OUTCOMES, TXN_STATES as TXN_STATES
+from .expectations import TimeBound as TimeBound, describe as describe_expectation
 
 ENGINES = ("postgres", "mysql", "galera", "postgres-standby")
 FLAVORS = ("postgres", "mysql", "mariadb", "mysql8")
@@ -31,13 +31,6 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "galera": ("node1", "node2"),
     "postgres-standby": ("primary", "standby"),
 }
-
-
-OUTCOMES = tuple(Outcome)
-"""What ``expect:`` may name: every way a statement can end."""
-
-TXN_STATES = (TxnState.IDLE, TxnState.IN_TRANSACTION, TxnState.FAILED_TRANSACTION)
-"""What ``txn:`` may name (a closed connection is reported, never expected)."""
 
 
 def flavor_matches(wanted: str | None, flavor: str) -> bool:
@@ -66,8 +59,9 @@ def default_node(topology: str, session: str, index: int) -> str:
 class Expectation:
     """One thing a step must show once it completes.
 
-    ``key`` is one of: outcome, code, message, rows, row, rows_exactly, tag,
-    blocked_by, completes_after, txn, skipped, notice, lock, took.  ``value`` is
+    ``key`` is one of ``expectations.KEYS``: outcome, code, message, rows, row,
+    rows_exactly, tag, blocked_by, completes_after, txn, skipped, notice, lock,
+    took; each says how its value is read, checked and shown.  ``value`` is
     the text from the file (for ``row`` and ``rows_exactly`` the cells, split on
     ``|``; for ``outcome`` one outcome or several joined by `` | ``; for ``took``
     a ``TimeBound``).
@@ -79,46 +73,7 @@ class Expectation:
     line: int | None = None
 
     def describe(self) -> str:
-        scope = f"[{self.flavor}]" if self.flavor else ""
-        if self.key == "rows_exactly":
-            value = "; ".join(" | ".join(row) for row in self.value)
-        else:
-            value = " | ".join(self.value) if isinstance(self.value, list) else self.value
-        key = "expect" if self.key == "outcome" else self.key.replace("_", "-")
-        return f"{key}{scope}: {value}"
-
-
-LOCK_KINDS = tuple(LockKind)
-"""What ``lock:`` may name: the kind of lock a step waited on, as the server reported it."""
-
-
-@dataclass(frozen=True)
-class TimeBound:
-    """``took: <= budget + 50ms``: a bound on a step's time, absolute or relative
-    to the wait budget in force for it."""
-
-    op: str  # <=, <, >=, >
-    ms: float  # the constant part
-    relative: bool  # budget + ms
-
-    def __str__(self) -> str:
-        if not self.relative:
-            return f"{self.op} {self.ms:g}ms"
-        if self.ms == 0:
-            return f"{self.op} budget"
-        sign = "+" if self.ms > 0 else "-"
-        return f"{self.op} budget {sign} {abs(self.ms):g}ms"
-
-    def limit(self, budget_ms: float | None) -> float | None:
-        if not self.relative:
-            return self.ms
-        return None if budget_ms is None else budget_ms + self.ms
-
-    def holds(self, took_ms: float, budget_ms: float | None) -> bool:
-        limit = self.limit(budget_ms)
-        if limit is None:
-            return False
-        return {"<=": took_ms <= limit, "<": took_ms < limit, ">=": took_ms >= limit, ">": took_ms > limit}[self.op]
+        return describe_expectation(self.key, self.value, self.flavor)
 
 
 @dataclass
