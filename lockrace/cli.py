@@ -9,9 +9,13 @@ import math
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, INTERRUPTED_LINE, STOP_SIGNALS, ExitGuard
+
+if TYPE_CHECKING:
+    from .scenario.model import Scenario
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
@@ -308,7 +312,7 @@ async def cmd_run(args) -> int:
         from .isolation.cli import run_specs
 
         return await run_specs(specs, args)
-    plan = []
+    plan: list[tuple[Scenario, str]] = []
     for sc in scenarios:
         engines = [args.engine] if args.engine else sc.engines
         if args.engine and args.engine not in sc.engines:
@@ -394,7 +398,7 @@ def _say(text: str) -> None:
 
 
 def _first_line(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) == 2 and isinstance(args[0], int):  # a MySQL-family error: (errno, message)
         return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()

@@ -21,7 +21,9 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.containers import Container, Grid, VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Header, Static
 
@@ -33,7 +35,8 @@ from ..engine.race import Race, SessionBusy
 from ..engine.scheduler import Entry, EntryKind
 from ..render.transcript import names_text
 from ..scenario.library import builtins
-from ..scenario.model import Scenario
+from ..scenario.model import Scenario, Step
+from ..servers.cluster import Cluster
 from ..servers.target import Target
 from .help_screen import HelpScreen
 from .completion import SandboxNames
@@ -172,7 +175,7 @@ class LockraceApp(App[int]):
         scenario: Scenario | None = None,
         pg: str | None = None,
         mysql: str | None = None,
-        targets: dict[str, Target] | None = None,
+        targets: dict[str, Target | Cluster] | None = None,
         pending: dict | None = None,
         dsns: dict[str, str | None] | None = None,
         save_dir: Path | None = None,
@@ -459,7 +462,7 @@ class LockraceApp(App[int]):
             self.sub_title = f"no server · engine: {engine}"
             return
         wide = scenario.server_wide(engine) if scenario is not None and not self._owned(engine) else None
-        if wide:
+        if wide and scenario is not None:
             self.notify(refuse_server_wide(scenario.name, wide), severity="error")
             scenario = None  # the free-form sandbox instead
         names = session_names(scenario)
@@ -527,7 +530,8 @@ class LockraceApp(App[int]):
 
     def _on_race_event(self, event: Event) -> None:
         if isinstance(event, ServerNote):
-            severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
+            severity: SeverityLevel = "error" if event.level == "error" else \
+                "warning" if event.level == "warning" else "information"
             self.notify(event.text, severity=severity)
             return
         panel = self.panels.get(event.session)
@@ -633,7 +637,7 @@ class LockraceApp(App[int]):
         for log in self.logs.values():
             log.next_text = None
         for panel in self.panels.values():
-            if step is not None and panel.session == step.session:
+            if player is not None and step is not None and panel.session == step.session:
                 first = step.sql.splitlines()[0] if step.sql else ""
                 more = " …" if "\n" in step.sql else ""
                 note = f"\n   {step.note}" if step.note else ""
@@ -647,9 +651,9 @@ class LockraceApp(App[int]):
         """The step being run, in its session's panel, instead of a stale "next, F5" hint: running, or
         waiting on whom (a step the runner waits for keeps F5 busy until it ends)."""
         player = self.player
-        if player is None or rec.result is not None or rec.step is not player.current or not player.busy:
+        step: Step = rec.step
+        if player is None or rec.result is not None or step is not player.current or not player.busy:
             return  # finished already, or the runner moved on (a step that completes later)
-        step = rec.step
         first = step.sql.splitlines()[0] if step.sql else ""
         if blocked is None:
             text = f"⏳ step {rec.index}/{player.total} running: {step.session}> {first}"
@@ -827,7 +831,7 @@ class LockraceApp(App[int]):
 
     # ------------------------------------------------------------ sessions
     def focused_session(self) -> str:
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None:
             if isinstance(node, SessionPanel):
                 return node.session

@@ -10,12 +10,13 @@ from .. import exitguard
 from ..exitguard import EXIT_INTERRUPTED, EXIT_UNUSABLE, INTERRUPTED_LINE
 from ..scenario.errors import ScenarioError
 from ..scenario.library import resolve
+from ..servers.cluster import Cluster
 from ..servers.target import PG_ENV, Target, standby_refusal
 from .palette import COLOURS_ENV, read_overrides
 
 
 def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None,
-            targets: dict[str, Target] | None = None, dsns: dict[str, str | None] | None = None) -> int:
+            targets: dict[str, Target | Cluster] | None = None, dsns: dict[str, str | None] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
     colours = None
     if os.environ.get(COLOURS_ENV):

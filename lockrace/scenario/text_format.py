@@ -358,7 +358,7 @@ def write_scenario(sc: Scenario) -> str:
     for step in sc.steps:
         if step.note:
             out.extend(_value("note", step.note))
-        variants = list(step.variants.items()) or [(None, step.sql)]
+        variants: list[tuple[str | None, str]] = list(step.variants.items()) or [(None, step.sql)]
         for n, (flavor, text) in enumerate(variants):
             sql = text if text.rstrip().endswith(";") else text.rstrip() + ";"
             first, *rest = sql.splitlines()
