@@ -8,6 +8,7 @@ Textual and never decide anything from elapsed time.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -53,7 +54,8 @@ class SessionConnection(ABC):
     ident: int = 0  # backend pid / connection id
     closed: bool = False
 
-    def send(self, sql: str, on_answer: Callable[[StatementResult, bool], None] | None = None) -> object | None:
+    def send(self, sql: str,
+             on_answer: Callable[[StatementResult, bool], None] | None = None) -> asyncio.Future | None:
         """Send ``sql`` at once, from the caller's thread, without waiting for the
         server (a driver that can queue a query without blocking); ``execute`` then
         reads its answer.  None: not sent here, ``execute`` sends it.  ``on_answer``:

@@ -136,8 +136,9 @@ class LoopAnswer:
         """The session's thread read the rest of the answer."""
         if rest.cancelled() or self.future.done():
             return
-        if rest.exception() is not None:
-            self.future.set_exception(rest.exception())
+        error = rest.exception()
+        if error is not None:
+            self.future.set_exception(error)
         else:
             self._settle(rest.result())
 

@@ -29,6 +29,7 @@ from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, Sess
 from .loop_answer import LoopAnswer, SocketWatch
 from .queries import query
 from .worker import SessionThread
+from ..core.rows import one
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
@@ -330,13 +331,13 @@ class PostgresSession(SocketWatch, SessionConnection):
             # current_setting() costs ~0.1 ms where the pg_settings view costs ~1.3 ms
             # (it builds every GUC): this runs after every SET, COMMIT and error.
             cur.execute(_BUDGETS_SQL)
-            row = cur.fetchone()
+            row = one(cur.fetchone())
             if self.standby is None:
                 cur.execute(_STANDBY_BUDGET_SQL)
-                self.standby = cur.fetchone()[0] is not None
+                self.standby = one(cur.fetchone())[0] is not None
             if self.standby:
                 cur.execute(_STANDBY_BUDGET_SQL)
-                row = (*row, cur.fetchone()[0])
+                row = (*row, one(cur.fetchone())[0])
         except psycopg.Error:
             return ()
         budgets = [Budget(g, _guc_ms(text)) for g, text in zip(_BUDGET_GUCS, row or ())]
@@ -772,13 +773,13 @@ class PostgresBackend(Backend):
             self.version = raw.split()[0] if raw else str(conn.info.server_version)
             self.server_version = conn.info.server_version
             cur = await conn.execute("SELECT pg_is_in_recovery()")
-            self.in_recovery = bool((await cur.fetchone())[0])
+            self.in_recovery = bool(one(await cur.fetchone())[0])
             if self.in_recovery and not self.target.hot_standby:
                 raise ConnectError(standby_refused(self.target.describe()))
             if self.in_recovery:
                 # a hot standby is read-only: the sandbox comes from its primary by replication
                 cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")
-                self.have_pgrowlocks = bool((await cur.fetchone())[0])
+                self.have_pgrowlocks = bool(one(await cur.fetchone())[0])
                 return self
             if self.target.owned:
                 await conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.sandbox)))
@@ -789,7 +790,7 @@ class PostgresBackend(Backend):
             elif not self.target.joins:
                 await self._claim(conn)
             cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")
-            self.have_pgrowlocks = bool((await cur.fetchone())[0])
+            self.have_pgrowlocks = bool(one(await cur.fetchone())[0])
         finally:
             await conn.close()
         return self
@@ -805,9 +806,9 @@ class PostgresBackend(Backend):
             except psycopg.Error:
                 pass  # idle_session_timeout: PostgreSQL 14 on
         key = sandbox_mod.advisory_key(self.sandbox)
-        if not conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key).fetchone()[0]:
-            comment = conn.execute("SELECT obj_description(to_regnamespace(%s), 'pg_namespace')",
-                                   [self.sandbox]).fetchone()[0]
+        if not one(conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key).fetchone())[0]:
+            comment = one(conn.execute("SELECT obj_description(to_regnamespace(%s), 'pg_namespace')",
+                                       [self.sandbox]).fetchone())[0]
             conn.close()
             raise sandbox_mod.refuse_existing("schema", self.sandbox, comment or sandbox_mod.MARK, True)
         return conn
@@ -822,7 +823,7 @@ class PostgresBackend(Backend):
         """Take the sandbox's lock again if our owner connection lost it (someone ended it)."""
         key = sandbox_mod.advisory_key(self.sandbox)
         cur = await conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key)
-        if not (await cur.fetchone())[0]:
+        if not one(await cur.fetchone())[0]:
             return  # held: by our owner connection
         await conn.execute("SELECT pg_advisory_unlock(%s::int4, %s::int4)", key)
         old, self.owner = self.owner, None
@@ -905,7 +906,7 @@ class PostgresBackend(Backend):
             if not pids:
                 break
             cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
-            if not (await cur.fetchone())[0]:
+            if not one(await cur.fetchone())[0]:
                 break
             await asyncio.sleep(0.02)
 
@@ -920,7 +921,7 @@ class PostgresBackend(Backend):
             mine = name == self.sandbox  # our owner connection holds this key already
             if not mine:
                 cur = await conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key)
-                if not (await cur.fetchone())[0]:
+                if not one(await cur.fetchone())[0]:
                     continue  # its owner is alive
             try:
                 await self._end_leftovers(conn, name, f"lockrace {name} ")

@@ -36,6 +36,7 @@ from typing import Callable
 from ..scenario.model import PermutationEntry, Scenario, Step
 from ..core.events import LockInfo, ServerNote, StatementBlocked, StatementFinished
 from .race import Race
+from .session import RunningStatement
 from .verify import StepRecord, check, check_across
 
 
@@ -120,7 +121,7 @@ class Scheduler:
         self.spec_rules = scenario.kind == "isolation-spec" if spec_rules is None else spec_rules
         self.launched = 0
         self.finished_after: dict[int, int] = {}
-        self.pending: dict[str, tuple[StepRecord, object]] = {}
+        self.pending: dict[str, tuple[StepRecord, RunningStatement]] = {}
         self.report = RunReport(self.scenario, self.flavor, race.backend.server_name)
         self._attached = False
 
@@ -220,9 +221,9 @@ class Scheduler:
         policy = wait_policy(step, self.flavor, spec_rules=self.spec_rules, entry=entry)
         if self.spec_rules:
             # isolationtester: a session's earlier step must complete before its next one is sent
-            for record, stmt in list(self.pending.values()):
-                if record.step.session == step.session:
-                    await self._await_done(record, stmt)
+            for earlier, running in list(self.pending.values()):
+                if earlier.step.session == step.session:
+                    await self._await_done(earlier, running)
         record, stmt = await self._launch(step, index)
         if stmt is None:
             return record
@@ -252,7 +253,7 @@ class Scheduler:
             for w in waits:
                 w.cancel()
 
-    async def _launch(self, step: Step, index: int) -> tuple[StepRecord, object | None]:
+    async def _launch(self, step: Step, index: int) -> tuple[StepRecord, RunningStatement | None]:
         """Narrate, then start ``step`` in its session; no statement if the session is busy."""
         if step.note:
             self.on_entry(Entry(EntryKind.NOTE, text=step.note))
@@ -307,7 +308,8 @@ class Scheduler:
                 self._complete(record, stmt)
         due = []
         for record, stmt in list(self.pending.values()):
-            after = [e.value for e in record.step.applicable(self.flavor) if e.key == "completes_after"]
+            after = [e.value for e in record.step.applicable(self.flavor)
+                     if e.key == "completes_after" and isinstance(e.value, int)]
             if final or (after and self.launched >= after[0]):
                 due.append((record, stmt))
         for record, stmt in due:

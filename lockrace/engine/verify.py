@@ -61,13 +61,16 @@ def check_across(across: list[AcrossSteps], records: list[StepRecord], flavor: s
     for exp in across:
         if not flavor_matches(exp.flavor, flavor):
             continue
-        got = {name: (by_name[name].result.outcome if name in by_name and by_name[name].result else "not run")
-               for name in exp.steps}
+        got = {name: _outcome_of(by_name.get(name)) for name in exp.steps}
         hits = [name for name, outcome in got.items() if outcome == exp.outcome]
         if len(hits) != 1:
             shown = ", ".join(f"step {name} {outcome}" for name, outcome in got.items())
             failures.append(f"expected exactly one of steps {', '.join(exp.steps)} to end {exp.outcome}, got {shown}")
     return failures
+
+
+def _outcome_of(record: StepRecord | None) -> str:
+    return record.result.outcome if record is not None and record.result is not None else "not run"
 
 
 def _short(sql: str, width: int = 72) -> str:
