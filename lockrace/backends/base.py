@@ -52,7 +52,11 @@ class RowLockHolders:
 
 class SessionConnection(ABC):
     ident: int = 0  # backend pid / connection id
-    closed: bool = False
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is gone (the server ended it, or it was closed)."""
+        return False
 
     def send(self, sql: str,
              on_answer: Callable[[StatementResult, bool], None] | None = None) -> asyncio.Future | None:
@@ -67,7 +71,7 @@ class SessionConnection(ABC):
         return None
 
     @abstractmethod
-    async def execute(self, sql: str, sent: object | None = None) -> StatementResult:
+    async def execute(self, sql: str, sent: asyncio.Future | None = None) -> StatementResult:
         """Run ``sql`` (one or more statements), or read the answer to it when
         ``send`` already sent it (``sent`` is what ``send`` returned); never raises
         for SQL errors."""
@@ -158,6 +162,7 @@ class Backend(ABC):
     engine: str  # postgres | mysql
     flavor: str  # postgres | mariadb | mysql8
     version: str  # "18.6", "10.11.19"
+    sandbox: str  # lockrace's own schema (PostgreSQL) or database (MySQL family)
     admin_timeout: float = 10.0
     """Seconds any statement lockrace issues for itself (setup, teardown, sandbox)
     may take, lock waits included; ``lockrace run --step-timeout`` sets it."""

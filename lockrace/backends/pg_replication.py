@@ -94,10 +94,12 @@ class ReplayGate:
 
     @classmethod
     async def connect(cls, primary_conninfo: str, standby_conninfo: str) -> "ReplayGate":
-        kwargs = {"autocommit": True, "connect_timeout": 5, "application_name": "lockrace replication"}
-        primary = await psycopg.AsyncConnection.connect(primary_conninfo, **kwargs)
+        app = "lockrace replication"
+        primary = await psycopg.AsyncConnection.connect(primary_conninfo, autocommit=True, connect_timeout=5,
+                                                        application_name=app)
         try:
-            standby = await psycopg.AsyncConnection.connect(standby_conninfo, **kwargs)
+            standby = await psycopg.AsyncConnection.connect(standby_conninfo, autocommit=True, connect_timeout=5,
+                                                            application_name=app)
         except BaseException:
             await primary.close()
             raise

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import re
 from time import perf_counter_ns
+from typing import Any
 
 import anyio.to_thread
 import psycopg
@@ -219,17 +220,19 @@ class PostgresSession(SocketWatch, SessionConnection):
             self._worker = SessionThread(f"lockrace-{self.name}")
         return self._worker
 
-    def _execute(self, sql: str, data: bytes, t0: int | None, taken: tuple = ()) -> StatementResult:
-        """On the session's thread: read the answer to ``data``, sent at ``t0`` (None:
+    def _execute(self, sql: str, data: bytes, sent_ns: int | None, taken: tuple = ()) -> StatementResult:
+        """On the session's thread: read the answer to ``data``, sent at ``sent_ns`` (None:
         send it first, here), and time it.  ``taken``: the answer's first results, read
         on the loop before it handed the rest over."""
         results = _Results()
         try:
             try:
-                if t0 is None:
+                if sent_ns is None:
                     self.conn.lock.acquire()
                     t0 = perf_counter_ns()
                     self._start(data)
+                else:
+                    t0 = sent_ns
                 self._stream(results, taken)
             finally:
                 self.conn.lock.release()
@@ -749,7 +752,7 @@ class PostgresBackend(Backend):
         return []
 
     async def _connect(self, app: str, search_path: bool = True, bounded: bool = False) -> psycopg.AsyncConnection:
-        kwargs = {"autocommit": True, "application_name": self._app(app), "connect_timeout": 5}
+        kwargs: dict[str, Any] = {"autocommit": True, "application_name": self._app(app), "connect_timeout": 5}
         options = self._budget_options(app, bounded)
         if search_path:
             options.insert(0, f"-c search_path={self.sandbox}")
