@@ -290,6 +290,7 @@ def cmd_app(args) -> int:
 async def cmd_run(args) -> int:
     from .scenario.errors import ScenarioError
     from .scenario.library import resolve
+    from .scenario.model import ScenarioKind
     from .backends.base import ConnectError
 
     guard = getattr(args, "interrupt", None)
@@ -304,7 +305,7 @@ async def cmd_run(args) -> int:
     except ScenarioError as exc:
         print(f"lockrace: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
-    specs = [s for s in scenarios if s.kind == "isolation-spec"]
+    specs = [s for s in scenarios if s.kind == ScenarioKind.ISOLATION_SPEC]
     if specs:
         if len(specs) != len(scenarios):
             print("lockrace: give isolation .spec files and scenarios in separate runs", file=sys.stderr)

@@ -35,7 +35,7 @@ from ..engine.race import Race, SessionBusy
 from ..engine.scheduler import Entry, EntryKind
 from ..render.transcript import names_text
 from ..scenario.library import builtins
-from ..scenario.model import Scenario, Step
+from ..scenario.model import Scenario, ScenarioKind, Step
 from ..servers.cluster import Cluster
 from ..servers.target import Target
 from .help_screen import HelpScreen
@@ -113,7 +113,7 @@ def free_form(engine: str) -> Scenario:
 
 def session_names(scenario: Scenario | None) -> list[str]:
     """The race's sessions: an isolation spec's own (s1, s2, ...), otherwise A-D plus any others a scenario uses."""
-    if scenario is not None and scenario.kind == "isolation-spec":
+    if scenario is not None and scenario.kind == ScenarioKind.ISOLATION_SPEC:
         return scenario.session_names()
     names = list(SESSION_NAMES)
     for name in scenario.session_names() if scenario is not None else []:
@@ -790,7 +790,7 @@ class LockraceApp(App[int]):
         engine = self.engine if scenario.runs_on(self.engine) else scenario.engines[0]
         if engine != self.engine:
             self.notify(f"{scenario.name} runs on {', '.join(scenario.engines)}: switching engine.")
-        if scenario.kind == "isolation-spec" and len(scenario.order()) > 1:
+        if scenario.kind == ScenarioKind.ISOLATION_SPEC and len(scenario.order()) > 1:
             def chosen(index: int | None) -> None:
                 self.open_race(engine, scenario, index or 0)
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import Callable
 
-from ..scenario.model import PermutationEntry, Scenario, Step
+from ..scenario.model import PermutationEntry, Scenario, ScenarioKind, Step
 from ..core.events import LockInfo, ServerNote, StatementBlocked, StatementFinished
 from .race import Race
 from .session import RunningStatement
@@ -118,7 +118,7 @@ class Scheduler:
         self.step_timeout = step_timeout
         self.on_entry = on_entry or (lambda entry: None)
         # isolation specs state no expectations: their steps follow isolationtester's rules
-        self.spec_rules = scenario.kind == "isolation-spec" if spec_rules is None else spec_rules
+        self.spec_rules = scenario.kind == ScenarioKind.ISOLATION_SPEC if spec_rules is None else spec_rules
         self.launched = 0
         self.finished_after: dict[int, int] = {}
         self.pending: dict[str, tuple[StepRecord, RunningStatement]] = {}

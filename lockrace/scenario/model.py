@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from ..core.serverwide import dialect_of, server_wide
@@ -31,6 +32,13 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "galera": ("node1", "node2"),
     "postgres-standby": ("primary", "standby"),
 }
+
+
+class ScenarioKind(StrEnum):
+    """Where a Scenario was read from."""
+
+    SCENARIO = "scenario"  # lockrace's own .race format
+    ISOLATION_SPEC = "isolation-spec"  # a PostgreSQL isolation .spec
 
 
 def flavor_matches(wanted: str | None, flavor: str) -> bool:
@@ -191,7 +199,7 @@ class Scenario:
     """Cluster engines: session -> node name (``nodes: A=node1 C=node2``);
     sessions not named here sit where ``default_node`` puts them."""
     path: Path | None = None
-    kind: str = "scenario"  # "scenario" or "isolation-spec"
+    kind: ScenarioKind = ScenarioKind.SCENARIO
     across: list[AcrossSteps] = field(default_factory=list)
     """Expectations across steps (``one-of: 5, 7 expect deadlock``)."""
     explicit_permutations: bool = True

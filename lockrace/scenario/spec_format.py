@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
-from .model import Blocker, PermutationEntry, Scenario, SessionDef, Step
+from .model import Blocker, PermutationEntry, Scenario, ScenarioKind, SessionDef, Step
 
 MAX_INTERLEAVINGS = 100_000
 
@@ -358,7 +358,7 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
         steps=steps,
         permutations=order,
         path=Path(path) if path != "<input>" else None,
-        kind="isolation-spec",
+        kind=ScenarioKind.ISOLATION_SPEC,
         explicit_permutations=explicit,
     )
 
