@@ -17,6 +17,7 @@ from typing import Callable
 from ..core.events import Budget, LockInfo, StatementResult
 from ..core.states import TxnState
 from ..core.sqltext import NAME, NUMBER, OP, WORD, has_call, try_statements
+from ..registry import TopologyName
 
 
 class ConnectError(Exception):
@@ -159,7 +160,8 @@ class MonitorConnection(ABC):
 
 
 class Backend(ABC):
-    engine: str  # postgres | mysql
+    family: str  # postgres | mysql (registry.Family: the driver and the SQL it speaks)
+    topology: str = TopologyName.SINGLE  # a cluster's backend: its topology (registry.py)
     flavor: str  # postgres | mariadb | mysql8
     version: str  # "18.6", "10.11.19"
     sandbox: str  # lockrace's own schema (PostgreSQL) or database (MySQL family)
@@ -183,6 +185,11 @@ class Backend(ABC):
 
     @abstractmethod
     async def drop_sandbox(self) -> None: ...
+
+    @property
+    def engine(self) -> str:
+        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
+        return self.family
 
     @property
     def server_name(self) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.events import StatementResult
+from ..registry import flavor_matches
 from ..scenario.expectations import KEYS
-from ..scenario.model import AcrossSteps, Expectation, Step, flavor_matches
+from ..scenario.model import AcrossSteps, Expectation, Step
 
 
 @dataclass
