@@ -21,6 +21,26 @@ more than the error:
 from __future__ import annotations
 
 import re
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """How a statement ended.  A StrEnum: each member equals its string, so
+    scenario files and JSON output read and write the same words."""
+
+    OK = "ok"
+    TIMED_OUT = "timed_out"
+    REFUSED = "refused"
+    SKIPPED = "skipped"
+    DEADLOCK = "deadlock"
+    STATEMENT_TIMEOUT = "statement_timeout"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+    CONNECTION_LOST = "connection_lost"
+    # cluster outcomes
+    CERTIFICATION_CONFLICT = "certification_conflict"  # Galera: 1213 from replication
+    RECOVERY_CONFLICT = "recovery_conflict"  # PostgreSQL hot standby: 40001 "... due to conflict with recovery"
+
 
 _NOWAIT_RE = re.compile(r"\bNOWAIT\b", re.IGNORECASE)
 _SKIP_RE = re.compile(r"\bSKIP\s+LOCKED\b", re.IGNORECASE)
@@ -77,6 +97,6 @@ def galera_conflict(errno: int | None, before: dict[str, int], after: dict[str, 
 
 def with_skip(outcome: str, sql: str, skipped_rows: int) -> str:
     """An ok SKIP LOCKED read that passed over locked rows is ``skipped``."""
-    if outcome == "ok" and skipped_rows > 0 and asks_skip_locked(sql):
-        return "skipped"
+    if outcome == Outcome.OK and skipped_rows > 0 and asks_skip_locked(sql):
+        return Outcome.SKIPPED
     return outcome

@@ -209,7 +209,7 @@ def try_statements(sql: str, dialect: str = POSTGRES_SQL) -> list[list[Token]] |
 
 def words(stmt: list[Token], count: int = 4) -> tuple[str, ...]:
     """The statement's first ``count`` bare words (upper-cased), stopping at anything else."""
-    out = []
+    out: list[str] = []
     for tok in stmt:
         if tok.kind != WORD or len(out) == count:
             break

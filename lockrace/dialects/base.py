@@ -15,6 +15,7 @@ from functools import cache
 from importlib.resources import files
 
 from ..core.events import Budget
+from ..core.outcome import Outcome
 from ..core.sqltext import Token, try_statements
 
 NOWAIT = Budget("NOWAIT", 0.0)
@@ -47,11 +48,11 @@ class Dialect:
     lock_error_codes: frozenset[str] = frozenset()  # lock errors whose answer may be taken before the state is read
 
     # ------------------------------------------------------------ outcomes
-    def classify(self, code: str | int | None, message: str, sql: str, connection_closed: bool = False) -> str:
+    def classify(self, code: str | int | None, message: str, sql: str, connection_closed: bool = False) -> Outcome:
         """The outcome class of an answer from the error the server sent (None: no error code)."""
         raise NotImplementedError
 
-    def settle(self, outcome: str, code: str, budget: Budget | None) -> tuple[str, Budget | None]:
+    def settle(self, outcome: str, code: str | None, budget: Budget | None) -> tuple[str, Budget | None]:
         """The outcome and the budget, once the budget in force is known: what the code
         alone cannot tell (a lock timeout at a zero budget is a refusal)."""
         return outcome, budget

@@ -25,7 +25,7 @@ import re
 
 from ..core import prepared as prepared_mod
 from ..core.events import Budget
-from ..core.outcome import asks_nowait, wait_seconds
+from ..core.outcome import Outcome, asks_nowait, wait_seconds
 from ..core.sqltext import MYSQL_SQL
 from ..registry import Family
 from .base import NOWAIT, Dialect
@@ -38,25 +38,25 @@ _ASSIGNMENT = re.compile(r"(\w+)\s*=\s*([0-9.]+)")
 _DDL = re.compile(r"^\s*(ALTER|CREATE|DROP|TRUNCATE|RENAME|LOCK\s+TABLES?|OPTIMIZE|ANALYZE)\b", re.IGNORECASE)
 
 
-def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0) -> str:
+def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0) -> Outcome:
     if errno is None:
-        return "error"
+        return Outcome.ERROR
     if errno == 3572:
-        return "refused"
+        return Outcome.REFUSED
     if errno == 1205:
         wait = wait_seconds(sql)
         if asks_nowait(sql) or (wait is not None and wait[1] == 0):
-            return "refused"
-        return "timed_out"
+            return Outcome.REFUSED
+        return Outcome.TIMED_OUT
     if errno == 1213:
-        return "deadlock"
+        return Outcome.DEADLOCK
     if errno in (3024, 1969):
-        return "statement_timeout"
+        return Outcome.STATEMENT_TIMEOUT
     if errno == 1317:
-        return "cancelled"
+        return Outcome.CANCELLED
     if errno in CONNECTION_ERRORS:
-        return "connection_lost"
-    return "error"
+        return Outcome.CONNECTION_LOST
+    return Outcome.ERROR
 
 
 class MySQLFamilyDialect(Dialect):
@@ -71,13 +71,13 @@ class MySQLFamilyDialect(Dialect):
 
     def classify(self, code, message, sql, connection_closed=False):
         if code is None or code == "":
-            return "connection_lost" if connection_closed else "error"
+            return Outcome.CONNECTION_LOST if connection_closed else Outcome.ERROR
         return classify_mysql(int(code), message, sql)
 
     def settle(self, outcome, code, budget):
-        if outcome == "timed_out" and code == "1205" and budget is not None and budget.ms == 0:
+        if outcome == Outcome.TIMED_OUT and code == "1205" and budget is not None and budget.ms == 0:
             # innodb_lock_wait_timeout = 0 (or lock_wait_timeout = 0): the server did not wait at all
-            return "refused", budget
+            return Outcome.REFUSED, budget
         return outcome, budget
 
     def is_metadata_wait(self, sql: str) -> bool:

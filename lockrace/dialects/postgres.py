@@ -13,7 +13,7 @@ import re
 
 from ..core import prepared as prepared_mod
 from ..core.events import Budget
-from ..core.outcome import asks_nowait
+from ..core.outcome import Outcome, asks_nowait
 from ..core.sqltext import POSTGRES_SQL
 from ..registry import Family, Flavor
 from .base import NOWAIT, Dialect
@@ -23,24 +23,24 @@ CONNECTION_STATES = ("08", "57P01", "57P02", "57P03", "25P03")
 _LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 
 
-def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> str:
+def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> Outcome:
     if not sqlstate:
-        return "connection_lost" if connection_closed else "error"
+        return Outcome.CONNECTION_LOST if connection_closed else Outcome.ERROR
     if sqlstate == "55P03":
         if "lock timeout" in message:
-            return "timed_out"
-        return "refused"
+            return Outcome.TIMED_OUT
+        return Outcome.REFUSED
     if sqlstate == "40P01":
-        return "deadlock"
+        return Outcome.DEADLOCK
     if "conflict with recovery" in message:  # 40001 (57P04 when the database was dropped)
-        return "recovery_conflict"
+        return Outcome.RECOVERY_CONFLICT
     if sqlstate == "57014":
         if "statement timeout" in message:
-            return "statement_timeout"
-        return "cancelled"  # a cancel by user request, or lockrace's own
+            return Outcome.STATEMENT_TIMEOUT
+        return Outcome.CANCELLED  # a cancel by user request, or lockrace's own
     if sqlstate.startswith(CONNECTION_STATES) or connection_closed:
-        return "connection_lost"
-    return "error"
+        return Outcome.CONNECTION_LOST
+    return Outcome.ERROR
 
 
 class PostgresDialect(Dialect):
@@ -60,7 +60,7 @@ class PostgresDialect(Dialect):
         return classify_postgres(str(code) if code else None, message, sql, connection_closed)
 
     def settle(self, outcome, code, budget):
-        if outcome == "refused" and code == "55P03" and budget is not None and budget.ms != 0:
+        if outcome == Outcome.REFUSED and code == "55P03" and budget is not None and budget.ms != 0:
             # FOR UPDATE/SHARE NOWAIT: the table lock could have waited up to lock_timeout,
             # but a refusal ("could not obtain lock on row") is NOWAIT's
             return outcome, NOWAIT
