@@ -351,7 +351,7 @@ def _count_thread_calls(race, name: str) -> list:
     """Every call the session hands to its thread, by function name (the answer
     path's own seam: which answers the loop read itself)."""
     session = race.sessions[name].conn
-    worker = session._thread()
+    worker = session.thread()
     calls: list[str] = []
     submit = worker.submit
 
@@ -415,15 +415,15 @@ async def _short_answers_on_the_loop(mysql_backend, make_race, race=None):
         (nowait, "refused", []),
         ("SELECT 1 AS one", "ok", []),
         ("DO 1", "ok", []),
-        (series_sql(mysql_backend.flavor, 50000), "ok", ["_execute_refreshed"]),  # streams: the thread reads it
-        ("SELECT CAST('x' AS SIGNED)", "ok", ["_execute_refreshed"]),  # a warning: the thread reads the answer
+        (series_sql(mysql_backend.flavor, 50000), "ok", ["execute_blocking"]),  # streams: the thread reads it
+        ("SELECT CAST('x' AS SIGNED)", "ok", ["execute_blocking"]),  # a warning: the thread reads the answer
         ("SET SESSION innodb_lock_wait_timeout = 1", "ok", []),  # the budget follows the SET: nothing read back
         ("SELECT id FROM loop_rows WHERE id = 1 FOR UPDATE", "timed_out", []),
         ("BEGIN", "ok", []),
         (nowait, "refused", []),  # in a transaction: the state after the error is known, not read back
         ("SELECT no_such_column", "error", []),
         ("ROLLBACK", "ok", []),
-        ("SELECT '" + "x" * 5000 + "' AS long_text", "ok", ["_execute_refreshed"]),  # long: sent by the thread
+        ("SELECT '" + "x" * 5000 + "' AS long_text", "ok", ["execute_blocking"]),  # long: sent by the thread
     ]
     for sql, outcome, thread in steps:
         del calls[:]

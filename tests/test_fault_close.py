@@ -100,7 +100,7 @@ async def test_monitor_stays_usable_when_a_poll_is_cancelled_mid_query(mysql_bac
     await race.run("A", "SELECT id FROM accounts WHERE id = 1 FOR UPDATE")
     b = race.submit("B", "UPDATE accounts SET id = 2 WHERE id = 1")
     assert await race.wait_blocked_or_done(b, 10)
-    poll = asyncio.create_task(race.monitor._query("SELECT SLEEP(0.3)"))  # a slow poll, in flight
+    poll = asyncio.create_task(race.monitor.run_query("SELECT SLEEP(0.3)"))  # a slow poll, in flight
     await asyncio.sleep(0.05)
     poll.cancel()
     assert await race.monitor.cancel(race.sessions["B"].ident) is True
