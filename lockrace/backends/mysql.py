@@ -130,8 +130,9 @@ class MySQLSession(SocketWatch, SessionConnection):
         """Send a short ``sql`` now, from the loop, and watch for its answer there
         (see mysql_answer.py); None where it cannot (a long statement, whose send
         could wait for the server to read; the connection busy or closed; a loop
-        that cannot note arrivals): ``execute`` then does it all on the thread."""
-        if self.closed or len(sql) > _LOOP_SQL_MAX or not LOOP_DRIVER:
+        that cannot note arrivals; threaded reads, ``Backend.reads``): ``execute`` then
+        does it all on the thread."""
+        if self.threaded or self.closed or len(sql) > _LOOP_SQL_MAX or not LOOP_DRIVER:
             return None
         if not self.conn_lock.acquire(blocking=False):
             return None
@@ -1179,9 +1180,11 @@ class MySQLBackend(Backend):
     # ------------------------------------------------------------ connections
 
     async def connect_session(self, name: str) -> MySQLSession:
+        threaded = self.threaded_reads()
         conn = await self.connect(role="session")
         self.session_idents.add(conn.thread_id())
         session = MySQLSession(conn, name, self.flavor, self.prepared_xa, self.budget_prefix)
+        session.threaded = threaded
         session.rollback_on_timeout = self.rollback_on_timeout
         return session
 

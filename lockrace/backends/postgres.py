@@ -169,8 +169,9 @@ class PostgresSession(SocketWatch, SessionConnection):
         handed to the session's thread.  Either way the statement is timed from
         here to its answer, never stretched by a busy loop (the app's screen
         redraws can hold it for tens of ms).  None when the connection is busy or
-        closed (``execute`` then does it all on the thread, which says why)."""
-        if self.closed or not self.conn.lock.acquire(blocking=False):
+        closed (``execute`` then does it all on the thread, which says why), and
+        with threaded reads (``Backend.reads``)."""
+        if self.threaded or self.closed or not self.conn.lock.acquire(blocking=False):
             return None
         data = sql.encode("utf-8")
         try:
@@ -1037,7 +1038,10 @@ class PostgresBackend(Backend):
         return conn
 
     async def connect_session(self, name: str) -> PostgresSession:
-        return PostgresSession(await anyio.to_thread.run_sync(self.connect_blocking, name), name)
+        threaded = self.threaded_reads()
+        session = PostgresSession(await anyio.to_thread.run_sync(self.connect_blocking, name), name)
+        session.threaded = threaded
+        return session
 
     async def connect_monitor(self) -> PostgresMonitor:
         conn = await self._connect("monitor")
