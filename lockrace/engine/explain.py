@@ -32,13 +32,16 @@ def _read(sql: str, flavor: str) -> tuple[bool, bool]:
 def notes(sql: str, result: StatementResult, flavor: str) -> tuple[str, ...]:
     """Plain words for a COMMIT that rolled back and for NOWAIT behind a table lock."""
     out = list(result.explained)
-    commit, nowait = _read(sql, flavor)
-    if result.tag == "ROLLBACK" and commit and COMMIT_ROLLED_BACK not in out:
-        out.append(COMMIT_ROLLED_BACK)
     lock = result.lock
     # MariaDB's NOWAIT bounds metadata-lock waits too (lock_wait_timeout 0); PostgreSQL's and
     # MySQL's only row locks
-    if lock is not None and lock.kind in ("relation", "metadata", "table") and flavor != "mariadb" and nowait:
+    table_wait = lock is not None and lock.kind in ("relation", "metadata", "table") and flavor != "mariadb"
+    if result.tag != "ROLLBACK" and not table_wait:
+        return tuple(out)  # nothing to read in the text (this is on the answer's way after a row-lock wait)
+    commit, nowait = _read(sql, flavor)
+    if result.tag == "ROLLBACK" and commit and COMMIT_ROLLED_BACK not in out:
+        out.append(COMMIT_ROLLED_BACK)
+    if table_wait and nowait:
         line = NOWAIT_TABLE.format(lock=lock.describe())
         if line not in out:
             out.append(line)
