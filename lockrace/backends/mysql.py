@@ -259,7 +259,13 @@ class MySQLSession(SocketWatch, SessionConnection):
             self.conn_lock.release()
         return result
 
-    def settle_status(self, result: StatementResult, sql: str = "") -> bool:
+    @staticmethod
+    def commits_first(sql: str) -> bool:
+        """Whether the first statement of ``sql`` commits the open transaction before it
+        runs (see ``settle_status``): worked out while a statement waits."""
+        return _commits_first(sql, 0)
+
+    def settle_status(self, result: StatementResult, sql: str = "", commits_first: bool | None = None) -> bool:
         """An error packet carries no status flags: the session's transaction state
         after an error is worked out from what the server does on that error, not
         read back (a statement of lockrace's on the session's connection would
@@ -268,9 +274,13 @@ class MySQLSession(SocketWatch, SessionConnection):
         innodb_rollback_on_timeout; a statement that commits implicitly (ALTER,
         CREATE, DROP, TRUNCATE, ...) has committed it before it failed, unless it
         did not even parse; any other error leaves the transaction as it was.
-        The flags are set accordingly; nothing is left to read (False)."""
+        The flags are set accordingly; nothing is left to read (False).  ``commits_first``:
+        ``commits_first(sql)``, worked out beforehand (it holds for an error of the first
+        statement)."""
         if result.code == "1213" or result.code == "1205" and self.rollback_on_timeout \
-                or result.code and result.code not in _NOT_PARSED and _commits_first(sql, len(result.result_sets)):
+                or result.code and result.code not in _NOT_PARSED and (
+                    commits_first if commits_first is not None and not result.result_sets
+                    else _commits_first(sql, len(result.result_sets))):
             self.conn.server_status &= ~SERVER_STATUS.SERVER_STATUS_IN_TRANS
         return False
 

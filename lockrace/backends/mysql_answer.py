@@ -152,20 +152,23 @@ class LoopRead(LoopAnswer):
     and short, otherwise by the session's thread.  Holds the session's
     connection lock until the answer is read to its end."""
 
-    __slots__ = ("session", "sql", "t0", "outcome_1205", "_ready")
+    __slots__ = ("session", "sql", "t0", "outcome_1205", "commits_first", "_ready")
 
     def __init__(self, session: "MySQLSession", sql: str, t0: int, loop: asyncio.AbstractEventLoop,
                  on_answer=None):
         super().__init__(loop, on_answer)
         self.session, self.sql, self.t0 = session, sql, t0
         self.outcome_1205: str | None = None
-        # what a lock wait timeout would mean, worked out once the loop has slept: not
-        # now, while the server needs the CPU for the statement just sent
+        self.commits_first: bool | None = None
+        # what a lock wait timeout would mean, and whether the statement commits before it
+        # runs (the session's state after an error), worked out once the loop has slept:
+        # not now, while the server needs the CPU for the statement just sent
         self._ready = loop.call_later(GET_READY_S, self._get_ready)
 
     def _get_ready(self) -> None:
         self._ready = None
         self.outcome_1205 = self.session.lock_error_outcome(self.sql)
+        self.commits_first = self.session.commits_first(self.sql)
 
     def readable(self) -> None:
         now = perf_counter_ns()
@@ -199,7 +202,7 @@ class LoopRead(LoopAnswer):
         except BaseException as exc:  # a bug: never left to the loop
             result = StatementResult("error", message=f"{type(exc).__name__}: {exc}", started_ns=self.t0,
                                      elapsed_ns=now - self.t0)
-        if session.settle_status(result, self.sql):
+        if session.settle_status(result, self.sql, self.commits_first):
             # the error packet leaves the session's state unknown: read it back on the thread
             rest = session.thread().submit(session.release_then, result)
             rest.add_done_callback(self._from_thread)
