@@ -109,7 +109,7 @@ class LabScreen(Screen[None]):
         runs, hold, budget, modes, warmup = self.args
         head = self.query_one("#lab-head", Static)
         try:
-            self.config = cfg = make_config(self.backend.engine, self.backend.flavor, runs, hold, budget, modes, warmup)
+            self.config = cfg = make_config(self.backend.family, self.backend.flavor, runs, hold, budget, modes, warmup)
         except LabError as exc:
             self.error = str(exc)
             head.update(Text(f"Race lab: {exc}", style="bold red"))
@@ -120,7 +120,7 @@ class LabScreen(Screen[None]):
             f"{cfg.hold_ms} ms, the waiter asks in each mode; {cfg.runs} runs per mode after {cfg.warmup} warm-up. ",
             ("Esc", "bold"), " back, ", ("r", "bold"), " run again",
         ))
-        self.live = LabResult(cfg, self.backend.engine, self.backend.flavor, self.backend.server_name,
+        self.live = LabResult(cfg, self.backend.family, self.backend.flavor, self.backend.server_name,
                               self.backend.version)
         lab = HolderWaiterLab(self.backend, cfg, self._on_run)
         self.query_one(ProgressBar).update(total=lab.total_runs, progress=0)
@@ -156,7 +156,7 @@ class LabScreen(Screen[None]):
         if self.live is not None and self.live.modes:
             self.query_one("#lab-table", Static).update(lab_table(self.live))
             self.query_one("#lab-strips", Static).update(strip_lines(self.live, width))
-        notes = lab_notes(self.live) if self.result is not None else []
+        notes = lab_notes(self.live) if self.result is not None and self.live is not None else []
         if self.error:
             notes.append(f"stopped: {self.error}")
         elif self.result is None:

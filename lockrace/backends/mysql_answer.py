@@ -163,7 +163,7 @@ class LoopRead(LoopAnswer):
         # what a lock wait timeout would mean, and whether the statement commits before it
         # runs (the session's state after an error), worked out once the loop has slept:
         # not now, while the server needs the CPU for the statement just sent
-        self._ready = loop.call_later(GET_READY_S, self._get_ready)
+        self._ready: asyncio.TimerHandle | None = loop.call_later(GET_READY_S, self._get_ready)
 
     def _get_ready(self) -> None:
         self._ready = None

@@ -96,7 +96,7 @@ TEXT_CONV = {k: v for k, v in pymysql.converters.conversions.items() if not isin
 
 def error_parts(exc: Exception) -> tuple[int | None, str]:
     """(errno, message) of a PyMySQL error (errno None: not the server's)."""
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) >= 2 and isinstance(args[0], int):
         return args[0], str(args[1])
     return None, str(exc) or type(exc).__name__

@@ -19,11 +19,13 @@ from typing import Callable
 
 from ..backends.base import Backend
 from ..core.events import Budget, StatementResult
+from ..core.outcome import Outcome
 from ..engine.race import Race
 from .modes import HOLD_SQL, TABLE, LabConfig, LabError, Mode
 from .stats import Summary, summarize
 
-ERROR_OUTCOMES = ("refused", "timed_out", "deadlock", "statement_timeout", "error", "cancelled", "connection_lost")
+ERROR_OUTCOMES = (Outcome.REFUSED, Outcome.TIMED_OUT, Outcome.DEADLOCK, Outcome.STATEMENT_TIMEOUT, Outcome.ERROR,
+                  Outcome.CANCELLED, Outcome.CONNECTION_LOST)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class HolderWaiterLab:
     async def run(self) -> LabResult:
         cfg = self.config
         await self.backend.run_admin(setup_sql(cfg.engine))
-        result = LabResult(cfg, self.backend.engine, self.backend.flavor, self.backend.server_name, self.backend.version)
+        result = LabResult(cfg, self.backend.family, self.backend.flavor, self.backend.server_name, self.backend.version)
         self.race = race = await Race(self.backend, ["H", "W"]).open()
         try:
             for mode in cfg.plan:

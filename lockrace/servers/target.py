@@ -17,10 +17,12 @@ import secrets
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..registry import ENGINES, Engine
 from .process import PrivateServer
+from ..core.rows import one
 
-PG_ENV = "LOCKRACE_PG_DSN"
-MYSQL_ENV = "LOCKRACE_MYSQL_DSN"
+PG_ENV = ENGINES[Engine.POSTGRES].env
+MYSQL_ENV = ENGINES[Engine.MYSQL].env
 SANDBOX_ENV = "LOCKRACE_SANDBOX"
 DEFAULT_SANDBOX = "lockrace"
 
@@ -31,7 +33,7 @@ class DsnError(Exception):
 
 @dataclass
 class Target:
-    engine: str  # postgres | mysql
+    family: str  # postgres | mysql (registry.Family: the driver and the SQL it speaks)
     origin: str  # "embedded", "private" or "DSN"
     conninfo: str = ""  # PostgreSQL conninfo / URI
     mysql_kwargs: dict = field(default_factory=dict)
@@ -45,12 +47,17 @@ class Target:
     and meant to be.  Any other PostgreSQL target found in recovery is refused."""
 
     @property
+    def engine(self) -> str:
+        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
+        return self.family
+
+    @property
     def owned(self) -> bool:
         return self.server is not None
 
     def describe(self) -> str:
         """Where the server is, without any password."""
-        if self.engine == "postgres":
+        if self.family == "postgres":
             return redact(self.conninfo)
         kw = self.mysql_kwargs
         where = kw.get("unix_socket") or f"{kw.get('host', 'localhost')}:{kw.get('port', 3306)}"
@@ -75,7 +82,7 @@ def standby_refusal(dsn: str) -> str | None:
         import psycopg
 
         with psycopg.connect(dsn, connect_timeout=5, autocommit=True, application_name="lockrace check") as conn:
-            in_recovery = bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+            in_recovery = bool(one(conn.execute("SELECT pg_is_in_recovery()").fetchone())[0])
     except Exception:
         return None
     return standby_refused(redact(dsn)) if in_recovery else None
@@ -105,7 +112,7 @@ def pg_options(conninfo: str, *ours: str) -> str:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except Exception:  # not parsed here: libpq says why when it connects
         params = {}
-    user = params["options"] if "options" in params else os.environ.get("PGOPTIONS", "")
+    user = str(params["options"]) if "options" in params else os.environ.get("PGOPTIONS", "")
     return " ".join(part for part in (user, *ours) if part and part.strip())
 
 
@@ -148,7 +155,9 @@ def is_secret_key(key: str) -> bool:
 
 def _redact_uri(uri: str) -> str:
     lead = len(uri) - len(uri.lstrip())
-    rest_at = lead + _URI_START.match(uri[lead:]).end()
+    scheme = _URI_START.match(uri[lead:])
+    assert scheme is not None, "called for a URI only (see redact)"
+    rest_at = lead + scheme.end()
     head, rest = uri[:rest_at], uri[rest_at:]
     # query parameters: key=value&..., keys and values percent-encoded
     q = rest.find("?")
