@@ -41,7 +41,7 @@ def notes(sql: str, result: StatementResult, flavor: str) -> tuple[str, ...]:
     commit, nowait = _read(sql, flavor)
     if result.tag == "ROLLBACK" and commit and COMMIT_ROLLED_BACK not in out:
         out.append(COMMIT_ROLLED_BACK)
-    if table_wait and nowait:
+    if table_wait and nowait and lock is not None:
         line = NOWAIT_TABLE.format(lock=lock.describe())
         if line not in out:
             out.append(line)
