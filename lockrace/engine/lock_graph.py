@@ -89,7 +89,7 @@ def _first_line(sql: str) -> str:
 def lock_graph(race, now_ns: int | None = None) -> LockGraph:
     """The race's wait-for graph as its monitor last saw it (see the module's doc)."""
     now = perf_counter_ns() if now_ns is None else now_ns
-    mysql = race.backend.engine == "mysql"
+    mysql = race.backend.family == "mysql"
     nodes: dict[str, LockNode] = {}
     waits: list[WaitEdge] = []
     held: dict[str, dict[str, list[str]]] = {}  # blocker -> what it holds that others wait for -> who

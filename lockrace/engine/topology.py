@@ -91,7 +91,7 @@ class Cluster(SingleServer):
         race = self.race
         node = race.placement.get(name)
         if node not in self.nodes:
-            from ..scenario.model import TOPOLOGIES, default_node
+            from ..registry import CLUSTER_NODES as TOPOLOGIES, default_node
 
             known = list(self.nodes)
             topology = race.backend.topology

@@ -20,8 +20,10 @@ import asyncio
 import json
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..registry import SINGLE_ENGINES
+from ..runtime.options import ServerChoice
 from ..exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, ExitGuard
 from .policies import Policy, PolicyError, default_policies, parse_policies
 from .sqlfile import (DEFAULT_KEYS, SqlFileError, Statement, dialect, read_migration, read_setup, read_workload,
@@ -66,7 +68,7 @@ def add_parser(sub, server_flags, seconds) -> None:
                "under one, 2 unusable input (bad file, bad SQL, unreachable server), 130 interrupted.",
     )
     p.add_argument("migration", metavar="MIGRATION.sql", help="the migration: one or more SQL statements")
-    p.add_argument("--engine", choices=("postgres", "mysql"), default="postgres",
+    p.add_argument("--engine", choices=SINGLE_ENGINES, default="postgres",
                    help="postgres (default) or mysql (MariaDB/MySQL)")
     p.add_argument("--setup", metavar="FILE", help="SQL that creates the tables and rows (default: accounts with "
                    f"{DEFAULT_KEYS:,} rows)")
@@ -107,7 +109,24 @@ def _non_negative_int(text: str) -> int:
     return int(text)
 
 
-def prepare(args) -> Prepared:
+@dataclass(frozen=True)
+class RehearseOptions:
+    """``lockrace rehearse``, as the command line chose it."""
+
+    migration: str
+    engine: str = "postgres"
+    setup: str | None = None
+    workload: str | None = None
+    keys: int = DEFAULT_KEYS
+    clients: int = DEFAULT_CLIENTS
+    duration: float = DEFAULT_DURATION_S
+    hold_ms: int = DEFAULT_HOLD_MS
+    policies: str | None = None
+    json: bool = False
+    servers: ServerChoice = field(default_factory=ServerChoice)
+
+
+def prepare(args: RehearseOptions) -> Prepared:
     """Read and check everything that needs no server."""
     engine = args.engine
     migration = read_migration(args.migration, engine)
@@ -134,7 +153,7 @@ def prepare(args) -> Prepared:
     return Prepared(engine, args.migration, migration, setup, workload, policies, explicit, table)
 
 
-def cmd_rehearse(args) -> int:
+def cmd_rehearse(args: RehearseOptions) -> int:
     try:
         prep = prepare(args)
     except (SqlFileError, PolicyError, RehearseError) as exc:
@@ -162,12 +181,13 @@ def _progress(console):
                     console=console, transient=True, disable=not console.is_terminal)
 
 
-async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
+async def _rehearse(prep: Prepared, args: RehearseOptions, guard: ExitGuard) -> int:
     from rich.console import Console
 
     from ..backends.base import ConnectError
     from ..core.serverwide import refuse_server_wide, server_wide
-    from ..runtime.pool import ServerPool, ServerUnavailable
+    from ..runtime.pool import ServerUnavailable
+    from ..runtime.races import server_pool
 
     try:
         guard.install(asyncio.get_running_loop(), asyncio.current_task())
@@ -175,7 +195,7 @@ async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
         pass
     err = Console(stderr=True)
     engine = prep.engine
-    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql}, say=_say)
+    servers = server_pool(args.servers, say=_say)
     guard.stoppers.append(servers)
     state = {"rehearsal": None}
     try:
@@ -287,7 +307,7 @@ async def _check(backend, prep: Prepared) -> tuple[list[tuple[Policy, list[State
     return runs, alone_ms, notes
 
 
-async def _one(backend, prep: Prepared, args, policy: Policy, stmts, progress, count: str, state):
+async def _one(backend, prep: Prepared, args: RehearseOptions, policy: Policy, stmts, progress, count: str, state):
     from .rehearsal import Plan, Rehearsal, RehearsalError
 
     task = progress.add_task(f"{count} {policy.name}: setting up", total=None)
@@ -327,7 +347,7 @@ def _error_text(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _show(results, prep: Prepared, args, backend, origin: str, alone_ms: float, notes: list[str], out) -> None:
+def _show(results, prep: Prepared, args: RehearseOptions, backend, origin: str, alone_ms: float, notes: list[str], out) -> None:
     from rich.console import Console
 
     from .report import CHART_COLUMNS, chart, table, verdict
