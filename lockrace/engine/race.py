@@ -29,10 +29,11 @@ import contextlib
 import logging
 import re
 from time import perf_counter_ns
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..backends.base import Backend, ConnectError, MonitorConnection
 from ..core.events import Event, ServerNote, StatementResult
+from ..core.states import TxnState
 from . import cleanup
 from .cleanup import within
 from .holders import Holders
@@ -41,6 +42,9 @@ from .skipped import CANCEL_S, SkipCounter
 from .statement import RunningStatement, SessionBusy, Statements
 from .topology import topology_for
 from .watcher import Watcher
+
+if TYPE_CHECKING:
+    from ..backends.cluster import ClusterBackend
 
 __all__ = ["Race", "SessionBusy", "Listener"]
 
@@ -76,6 +80,11 @@ class Race:
     def nodes(self) -> dict[str, Backend] | None:
         """A cluster's node backends by name; None on a single server."""
         return getattr(self.topology, "nodes", None)
+
+    @property
+    def cluster(self) -> ClusterBackend | None:
+        """A cluster (backends/cluster.py: its nodes, topology and hooks); None on a single server."""
+        return getattr(self.topology, "cluster", None)
 
     @property
     def _watcher(self) -> asyncio.Task | None:
@@ -152,7 +161,8 @@ class Race:
                 raise ConnectError(f"{failure}; this race needs {len(self.names) + 1} connections"
                                    f" ({len(self.names)} sessions and a monitor) at once") from None
             raise failure
-        for name, node, conn in zip(self.names, nodes, conns):
+        opened = [c for c in conns if not isinstance(c, BaseException)]
+        for name, node, conn in zip(self.names, nodes, opened):
             self.sessions[name] = Session(name, conn, self.backend.flavor, node)
         await asyncio.gather(*(self.statements.refresh_state(s) for s in self.sessions.values()))
         self.watcher.start()
@@ -208,7 +218,7 @@ class Race:
             # connection_lost) so that the race stays usable and can try again
             self.sessions.update(old)
             for s in old.values():
-                s.txn = "closed"
+                s.txn = TxnState.CLOSED
             raise
         self.emit(ServerNote("", perf_counter_ns(), f"reconnected to {self.backend.server_name}"))
 
@@ -259,6 +269,8 @@ class Race:
         if monitor.closed:
             await replace(session.node)
             monitor = self.monitor_for(session)
+            if monitor is None:
+                return False
         try:
             done = await within(monitor.cancel(session.ident), CANCEL_S)
         except asyncio.TimeoutError:
@@ -266,12 +278,19 @@ class Race:
         except Exception:
             if not await replace(session.node):
                 raise
-            return await within(self.monitor_for(session).cancel(session.ident), CANCEL_S)
+            return await self._cancel_anew(session)
         if not done and monitor.closed and await replace(session.node):
             # the server had ended the monitor's connection (found out only now: an idle
             # MariaDB monitor does not look at the lock views on a timer): once more, anew
-            return await within(self.monitor_for(session).cancel(session.ident), CANCEL_S)
+            return await self._cancel_anew(session)
         return done
+
+    async def _cancel_anew(self, session: Session) -> bool:
+        """``cancel`` once more, on the monitor that replaced a closed one."""
+        monitor = self.monitor_for(session)
+        if monitor is None:
+            return False
+        return await within(monitor.cancel(session.ident), CANCEL_S)
 
     async def rollback(self, name: str) -> StatementResult | None:
         session = self.sessions[name]

@@ -4,11 +4,16 @@ statement at a time, and what the engine knows about it."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..backends.base import SessionConnection
 from ..core.events import Budget, StatementResult
 from ..core.outcome import asks_nowait, wait_seconds
+from ..core.states import TxnState
 from .statement import RunningStatement
+
+if TYPE_CHECKING:
+    from .budget_book import BudgetBook
 
 __all__ = ["RunningStatement", "Session"]
 
@@ -25,9 +30,9 @@ class Session:
         self.conn = conn
         self.flavor = flavor
         self.running: RunningStatement | None = None
-        self.txn = "idle"
+        self.txn: TxnState = TxnState.IDLE
         self.budgets: tuple[Budget, ...] = ()
-        self.book = None  # its BudgetBook, once the budgets were read at connect (see Statements.refresh_state)
+        self.book: BudgetBook | None = None  # its BudgetBook, once the budgets were read at connect (see Statements.refresh_state)
         self.last: StatementResult | None = None
         self.wrote_in_txn = False  # an INSERT/UPDATE/DELETE ran in the open transaction
         # MariaDB/MySQL metadata locks, as the session's own statements tell

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..core import prepared as prepared_mod
 from ..core.events import (
@@ -47,6 +47,7 @@ from ..core.events import (
     StatementStarted,
 )
 from ..core.outcome import asks_skip_locked
+from ..core.states import TxnState
 from . import explain as explain_mod
 from .budget_book import BudgetBook
 
@@ -99,14 +100,14 @@ class RunningStatement:
     lock: LockInfo | None = None
     locks_seen: tuple[LockInfo, ...] = ()
     ever_blocked: bool = False
-    sent: object | None = None  # what the connection's send() returned: the statement is on its way
+    sent: asyncio.Future | None = None  # what the connection's send() returned: the statement is on its way
     polled: bool = False  # the monitor has looked at the server's lock views for it
     touches_budgets: bool = False  # SET, COMMIT, ...: the session's budgets are read again after it
     may_prepare: bool = False  # PREPARE TRANSACTION / XA: the race keeps track of prepared transactions
     skip_locked: bool = False  # SKIP LOCKED: the rows it passed over are counted after it
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # the server's answer is in: ``result``
     waiter: asyncio.Future | None = None  # Race.run's own wait for the answer
-    on_sent: object | None = None  # the callback that starts the task if the answer comes before its timer
+    on_sent: Callable[[asyncio.Future], None] | None = None  # starts the task if the answer beats its timer
     done: asyncio.Event = field(default_factory=asyncio.Event)  # and what was asked after it: the session is free
     blocked: asyncio.Event = field(default_factory=asyncio.Event)  # the server reports it blocked (or it is done)
     result: StatementResult | None = None
@@ -201,7 +202,8 @@ class Statements:
         if stmt.launch is not None:
             stmt.launch.cancel()
             stmt.launch = None
-        if stmt.on_sent is not None:  # launched: the answer has no task to start (one callback less on its way)
+        # launched: the answer has no task to start (one callback less on its way)
+        if stmt.on_sent is not None and stmt.sent is not None:
             stmt.sent.remove_done_callback(stmt.on_sent)
             stmt.on_sent = None
         _read_text(stmt)
@@ -415,7 +417,7 @@ class Statements:
                 session.book.follow(stmt.sql, [r.tag for r in result.succeeded], failed, txn)
             session.budgets = session.book.budgets()
         except Exception:
-            txn = "closed" if session.conn.closed else session.txn
+            txn = TxnState.CLOSED if session.conn.closed else session.txn
         session.txn = txn
         self.race.emit(SessionState(session.name, perf_counter_ns(), txn, session.budgets, session.ident,
                                     node=session.node))

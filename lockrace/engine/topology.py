@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..backends.base import Backend
 from ..core.events import ServerNote, StatementResult
 
 if TYPE_CHECKING:
     from ..backends.base import MonitorConnection
+    from ..backends.cluster import ClusterBackend
     from .race import Race
     from .session import Session
 
@@ -85,6 +86,7 @@ class Cluster(SingleServer):
     def __init__(self, race: Race, nodes: dict[str, Backend]):
         super().__init__(race)
         self.nodes = nodes
+        self.cluster = cast("ClusterBackend", race.backend)  # its nodes, topology and hooks
 
     def node_for(self, name: str) -> str:
         """The node session ``name`` sits on: as placed, else the topology's default."""
@@ -94,7 +96,7 @@ class Cluster(SingleServer):
             from ..registry import CLUSTER_NODES as TOPOLOGIES, default_node
 
             known = list(self.nodes)
-            topology = race.backend.topology
+            topology = self.cluster.topology
             if topology in TOPOLOGIES and len(known) == len(TOPOLOGIES[topology]):
                 node = default_node(topology, name, race.names.index(name) if name in race.names else 0)
             else:
@@ -114,19 +116,19 @@ class Cluster(SingleServer):
                 if not isinstance(m, BaseException):
                     await m.close()
             raise failure
-        monitors = dict(zip(names, got))
+        monitors = dict(zip(names, [m for m in got if not isinstance(m, BaseException)]))
         for node, monitor in monitors.items():
             await self.node_opened(node, monitor)
         return monitors
 
     async def node_opened(self, node: str, monitor: MonitorConnection) -> None:
-        await self.race.backend.hooks.node_opened(self.race.backend, node, monitor)
+        await self.cluster.hooks.node_opened(self.cluster, node, monitor)
 
     async def waits(self, node: str, monitor: MonitorConnection, idents: list[int], reports):
-        return await self.race.backend.hooks.waits(self.race.backend, node, monitor, idents, reports)
+        return await self.cluster.hooks.waits(self.cluster, node, monitor, idents, reports)
 
     def blocker_name(self, node: str, ident: int) -> str:
-        return self.race.backend.hooks.blocker_name(node, ident)
+        return self.cluster.hooks.blocker_name(node, ident)
 
     def blocked_poll_s(self, default: float) -> float:
         return default
@@ -138,7 +140,7 @@ class Cluster(SingleServer):
         race = self.race
         try:
             said = await asyncio.wait_for(
-                race.backend.hooks.before_statement(race.backend, session.node, race.monitors, sql, race.name_of), 10)
+                self.cluster.hooks.before_statement(self.cluster, session.node, race.monitors, sql, race.name_of), 10)
         except (asyncio.TimeoutError, Exception) as exc:
             said = f"could not prepare {session.node}: {exc or type(exc).__name__}"
         if isinstance(said, StatementResult):
@@ -157,7 +159,7 @@ class Cluster(SingleServer):
         race = self.race
         try:
             said = await asyncio.wait_for(
-                race.backend.hooks.after_statement(race.backend, session.node, race.monitors, result, race.name_of), 5)
+                self.cluster.hooks.after_statement(self.cluster, session.node, race.monitors, result, race.name_of), 5)
         except (asyncio.TimeoutError, Exception) as exc:
             said = None
             race.emit(ServerNote(session.name, perf_counter_ns(), f"after the statement on {session.node}: {exc}",
@@ -173,7 +175,7 @@ class Cluster(SingleServer):
         if monitor is None:
             return
         try:
-            await asyncio.wait_for(race.backend.hooks.refine(race.backend, session.node, monitor, result, sql), 5)
+            await asyncio.wait_for(self.cluster.hooks.refine(self.cluster, session.node, monitor, result, sql), 5)
         except (asyncio.TimeoutError, Exception) as exc:
             race.emit(ServerNote(session.name, perf_counter_ns(), f"could not ask {session.node} why: {exc}", "warning",
                                  node=session.node))

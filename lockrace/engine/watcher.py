@@ -16,6 +16,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from ..core.events import ServerNote, SessionState, StatementBlocked, StatementUnblocked
+from ..core.states import TxnState
 from .cleanup import within
 from .statement import State
 
@@ -123,7 +124,8 @@ class Watcher:
             first = [s for s in running if s.running is not None and not s.running.polled]
             if first:
                 # a statement just sent: look once it has reached the server (monitor.first_poll_s)
-                due = max(s.running.started_ns + int(self._first_poll_s(s) * 1e9) for s in first)
+                due = max(stmt.started_ns + int(self._first_poll_s(s) * 1e9)
+                          for s in first if (stmt := s.running) is not None)
                 wait_s = (due - perf_counter_ns()) / 1e9
                 if wait_s > 0:
                     await asyncio.sleep(wait_s)
@@ -267,7 +269,7 @@ class Watcher:
             race.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {where}", "error", node=first.node))
             for s in list(race.sessions.values()):
                 if s is not first and s.node == first.node and s.running is None and s.txn != "closed":
-                    s.txn = "closed"
+                    s.txn = TxnState.CLOSED
                     race.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident, node=s.node))
         finally:
             self.lost_probe = None

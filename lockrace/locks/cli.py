@@ -16,7 +16,7 @@ EXIT_OK, EXIT_UNUSABLE = 0, 2
 
 
 def _first_line(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) == 2 and isinstance(args[0], int):
         return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()

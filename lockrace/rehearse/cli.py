@@ -133,7 +133,7 @@ def prepare(args: RehearseOptions) -> Prepared:
     setup = read_setup(args.setup, engine)
     workload = read_workload(args.workload)
     explicit = args.policies is not None
-    if explicit:
+    if args.policies is not None:
         policies = parse_policies(args.policies, engine)
     else:
         policies = default_policies(engine)
@@ -282,28 +282,32 @@ async def _check(backend, prep: Prepared) -> tuple[list[tuple[Policy, list[State
         line, failure = bad
         raise RehearseError(f"workload statement {line} ({prep.workload[line - 1]}) does not run on "
                             f"{backend.server_name}: {failure.sentence()}")
-    alone_ms, failure = await asyncio.to_thread(run_alone, backend, prep.migration, engine)
-    if failure is not None:
-        raise RehearseError(f"{prep.path} does not run on {backend.server_name} even alone: {failure.sentence()}")
-    forms: dict[str | None, list[Statement]] = {None: prep.migration}
+    alone_ms, alone_failure = await asyncio.to_thread(run_alone, backend, prep.migration, engine)
+    if alone_failure is not None:
+        raise RehearseError(f"{prep.path} does not run on {backend.server_name} even alone: "
+                            f"{alone_failure.sentence()}")
+    forms: dict[str | None, list[Statement] | None] = {None: prep.migration}
     notes: list[str] = []
     runs = []
     for policy in prep.policies:
-        if policy.variant not in forms:
-            stmts = variant_of(prep.migration, policy.variant, engine)
+        variant = policy.variant
+        if variant is not None and variant not in forms:
+            stmts = variant_of(prep.migration, variant, engine)
+            assert stmts is not None, "policies whose variant no statement has were refused when read"
             await _fresh(backend, prep)
-            _, failure = await asyncio.to_thread(run_alone, backend, stmts, engine)
-            if failure is not None:
-                said = (f"{backend.server_name} refuses {VARIANT_WORDS[policy.variant]} for {prep.path}: "
-                        f"{failure.sentence()}")
+            _, variant_failure = await asyncio.to_thread(run_alone, backend, stmts, engine)
+            if variant_failure is not None:
+                said = (f"{backend.server_name} refuses {VARIANT_WORDS[variant]} for {prep.path}: "
+                        f"{variant_failure.sentence()}")
                 if prep.explicit:
                     raise RehearseError(said)
                 notes.append(f"not rehearsed: {policy.name} ({said})")
                 forms[policy.variant] = None
                 continue
             forms[policy.variant] = stmts
-        if forms[policy.variant] is not None:
-            runs.append((policy, forms[policy.variant]))
+        form = forms[variant]
+        if form is not None:
+            runs.append((policy, form))
     return runs, alone_ms, notes
 
 
@@ -332,6 +336,7 @@ async def _one(backend, prep: Prepared, args: RehearseOptions, policy: Policy, s
             raise RehearseError(str(exc))
         raise RehearseError(f"the rehearsal of {policy.name} could not run: {_error_text(exc)}")
     result = rehearsal.result
+    assert result is not None, "a rehearsal without an error has its result"
     if result.lost:
         said = next(iter(result.bystander_failures), "")
         raise RehearseError(f"the bystanders lost their connections during the rehearsal of {policy.name}"
@@ -340,7 +345,7 @@ async def _one(backend, prep: Prepared, args: RehearseOptions, policy: Policy, s
 
 
 def _error_text(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) == 2 and isinstance(args[0], int):
         return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()
