@@ -256,6 +256,7 @@ class Statements:
             result = StatementResult("error", message=f"{type(exc).__name__}: {exc}")
         if not stmt.answer_in:
             self.answer(session, stmt, result, True)  # the driver did not tell it (read on its thread, or not sent)
+        assert stmt.result is not None  # in, one way or the other
         result = stmt.result
         if stmt.state is State.ANSWER_IN and _more_to_ask(topology, stmt, result):
             if result.outcome == "ok" and stmt.skip_locked:

@@ -58,10 +58,10 @@ class SingleServer:
     async def waits(self, node: str, monitor: MonitorConnection, idents: list[int], reports):
         return reports
 
-    def blocker_name(self, node: str, ident: int) -> str:
-        return ""
+    def blocker_name(self, node: str, ident: int) -> str | None:
+        return None
 
-    def blocked_poll_s(self, default: float) -> float:
+    def blocked_poll_s(self, default: float) -> float | None:
         monitor = self.race.monitor
         return monitor.blocked_poll_s(default) if monitor is not None else default  # MariaDB: backends/mysql.py
 
@@ -127,10 +127,10 @@ class Cluster(SingleServer):
     async def waits(self, node: str, monitor: MonitorConnection, idents: list[int], reports):
         return await self.cluster.hooks.waits(self.cluster, node, monitor, idents, reports)
 
-    def blocker_name(self, node: str, ident: int) -> str:
+    def blocker_name(self, node: str, ident: int) -> str | None:
         return self.cluster.hooks.blocker_name(node, ident)
 
-    def blocked_poll_s(self, default: float) -> float:
+    def blocked_poll_s(self, default: float) -> float | None:
         return default
 
     async def before(self, session: Session, sql: str) -> StatementResult | None:
