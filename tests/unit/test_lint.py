@@ -1,0 +1,15 @@
+"""ruff (configured in pyproject.toml) is clean on the package, the tests, the benches and the scripts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_ruff_is_clean():
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "lockrace", "tests", "bench", "scripts"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
