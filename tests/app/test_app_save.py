@@ -14,8 +14,8 @@ from pathlib import Path
 from lockrace.app.save_dialog import SaveDialog
 
 from support.app import badge, enter, finished, running_app, until
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # measured times, and the transaction ids a deadlock's DETAIL names (new on every run)
 TIMES = re.compile(r"\d+(\.\d+)? (ms|s)\b|(?<=transaction )\d+")
 

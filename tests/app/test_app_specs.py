@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-from pathlib import Path
 
 from lockrace.app.scenario_picker import ScenarioPicker
 from lockrace.app.spec_screens import PermutationPicker, SessionChooser
@@ -18,11 +17,12 @@ from lockrace.scenario.spec_format import read_spec
 
 from support.app import badge, running_app, until
 from support.flavor import private_server_name
+from support.paths import DATA, ISOLATION
 
-UPSTREAM = Path(__file__).resolve().parents[1] / "isolation" / "upstream" / "specs"
+UPSTREAM = ISOLATION / "upstream" / "specs"
 NOWAIT = UPSTREAM / "nowait.spec"
-SIX = Path(__file__).resolve().parents[1] / "data" / "six-sessions.spec"
-MARIADB_DEADLOCK = Path(__file__).resolve().parents[1] / "isolation" / "mariadb" / "specs" / "mariadb-deadlock.spec"
+SIX = DATA / "six-sessions.spec"
+MARIADB_DEADLOCK = ISOLATION / "mariadb" / "specs" / "mariadb-deadlock.spec"
 
 
 def text(app, session: str) -> str:

@@ -7,9 +7,8 @@ import os
 import pty
 import subprocess
 import sys
-from pathlib import Path
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 ARGS = ["-m", "lockrace", "bench", "--runs", "2", "--modes", "nowait,skip_locked"]
 
 

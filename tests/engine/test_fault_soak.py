@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-_spec = importlib.util.spec_from_file_location("lockrace_bench_soak", Path(__file__).resolve().parents[2] / "bench" / "soak.py")
+_spec = importlib.util.spec_from_file_location("lockrace_bench_soak", REPO / "bench" / "soak.py")
 soak_module = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = soak_module  # its dataclasses look themselves up there
 _spec.loader.exec_module(soak_module)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from lockrace.backends.queries import query
+from support.paths import REPO
 
-SQL = Path(__file__).resolve().parents[2] / "lockrace" / "backends" / "sql"
-CODE = Path(__file__).resolve().parents[2] / "lockrace" / "backends"
+SQL = REPO / "lockrace" / "backends" / "sql"
+CODE = REPO / "lockrace" / "backends"
 
 
 @pytest.mark.parametrize("path", sorted(SQL.rglob("*.sql")), ids=lambda p: f"{p.parent.name}/{p.stem}")

@@ -1,12 +1,11 @@
 """Runner semantics that a scenario author relies on, on a real server."""
 
-from pathlib import Path
 
 from lockrace.engine.race import Race
 from lockrace.engine.runner import ScenarioRunner
 from lockrace.scenario.text_format import read_scenario
+from support.paths import DATA
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 async def test_completes_after_is_judged_when_the_server_answered(pg_backend):

@@ -1,14 +1,14 @@
 """Verdicts checked against what the real server did (PostgreSQL and MariaDB)."""
 
-from pathlib import Path
 
 import pytest
 
 from lockrace.engine.race import Race
 from lockrace.engine.runner import ScenarioRunner
 from lockrace.scenario.text_format import read_scenario
+from support import paths
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "verdicts"
+DATA = paths.DATA / "verdicts"
 
 
 async def _run(backend, name: str, step_timeout: float = 5):

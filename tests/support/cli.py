@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def lockrace_env(tmpdir: Path | None = None, **extra: str) -> dict:

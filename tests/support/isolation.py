@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # PostgreSQL's own isolation specs and expected outputs, vendored with their
 # licence notice (tests/isolation/upstream/README.md and LICENSE)
 UPSTREAM = REPO / "tests" / "isolation" / "upstream"

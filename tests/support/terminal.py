@@ -12,9 +12,8 @@ import subprocess
 import sys
 import termios
 import time
-from pathlib import Path
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 class Terminal:

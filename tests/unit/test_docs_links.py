@@ -4,9 +4,8 @@ and the README stays a front page (the manual lives in docs/)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
 
 

@@ -27,8 +27,8 @@ from lockrace.scenario.errors import ScenarioError
 from lockrace.scenario.model import Scenario
 from lockrace.scenario.spec_format import parse_spec, read_spec
 from lockrace.scenario.text_format import parse_scenario, read_scenario, write_scenario
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 RACE_FILES = sorted((REPO / "scenarios").glob("*.race"))
 SPEC_FILES = sorted((REPO / "tests" / "isolation").rglob("*.spec"))
 RACE_TEXTS = [p.read_text() for p in RACE_FILES]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2] / "lockrace"
+ROOT = REPO / "lockrace"
 
 
 def _module_names() -> dict[str, Path]:

@@ -4,8 +4,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2] / "lockrace"
+ROOT = REPO / "lockrace"
 ENGINE_SIDE = ["core", "engine", "backends", "servers", "scenario", "render", "isolation", "lab", "locks", "rehearse", "runtime"]
 
 

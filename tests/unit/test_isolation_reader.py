@@ -10,6 +10,7 @@ import pytest
 from lockrace.scenario.errors import ScenarioError
 from lockrace.scenario.library import load
 from lockrace.scenario.spec_format import parse_spec, unused_steps
+from support.paths import TESTS
 
 SPEC = """\
 # a comment
@@ -138,7 +139,7 @@ def upstream_specs():
 def test_tests_read_nothing_outside_the_repository():
     """A fresh clone has nothing beside it: no test may reach for a folder
     next to the repository (such as ../shared); test data lives in tests/."""
-    tests = Path(__file__).resolve().parents[1]
+    tests = TESTS
     offenders = []
     for source in sorted(tests.rglob("*.py")):
         text = source.read_text(encoding="utf-8")

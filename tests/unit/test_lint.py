@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_ruff_is_clean():

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from lockrace.app.palette import VARIABLES, themed
+from support.paths import REPO
 
-APP = Path(__file__).resolve().parents[2] / "lockrace" / "app"
+APP = REPO / "lockrace" / "app"
 COLOUR = re.compile(r"#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?\b")
 
 

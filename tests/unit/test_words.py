@@ -5,12 +5,11 @@ package, the scenario files, the README, the benches, the scripts or --help."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from lockrace.cli import build_parser
 from lockrace.render.transcript import names_text
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 INTERNAL = re.compile(r"\bseeds?\b|\bseeds'|\bissues?\s*#?\d+", re.IGNORECASE)  # 'lockrace issues a statement' is fine
 ALLOWED = re.compile(r"hypothesis|random", re.IGNORECASE)
 
