@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from support.server_view import private_server_connect, sleeping
+from support.waits import eventually
 from support.cli import (SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning,  # noqa: F401
                         run_lockrace, server_tmp)
 from support.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
@@ -161,10 +163,12 @@ def test_two_processes_loop_on_one_dsn_server(pg_dsn, pg_db, mysql_dsn):
 # ------------------------------------------------------------------ finding 4: kill -9
 
 
-def _blocked(live: LiveRun, engine: str) -> None:
+def _blocked(live: LiveRun, engine: str, connect) -> None:
+    """Until B, C and D wait for A's row and the server reports A's sleep running;
+    ``connect`` opens a connection to that server."""
     assert live.wait_for_line(f"A> {SLEEP[engine]}", 30), live.stdout + live.stderr
     assert live.stdout.count(" is blocked by ") == 3, live.stdout
-    time.sleep(0.3)  # the sleep is on the server now
+    eventually(lambda: sleeping(engine, connect), timeout=10, what="A's sleep to run on the server")
 
 
 def test_kill9_on_pg_dsn_leaves_no_backend(pg_dsn, pg_db, tmp_path):
@@ -177,15 +181,14 @@ def test_kill9_on_pg_dsn_leaves_no_backend(pg_dsn, pg_db, tmp_path):
     env = lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox)
     live = LiveRun(["run", str(scenario), "--step-timeout", "120", "--pg", pg_dsn.dsn(pg_db)], env)
     try:
-        _blocked(live, "postgres")
+        _blocked(live, "postgres", pg_dsn.connect)
         assert len(_pg_lockrace_backends(pg_dsn, pg_db)) >= 5  # A-D, the owner (and the monitor)
         live.proc.send_signal(signal.SIGKILL)
         live.proc.wait(5)
     finally:
         live.kill()
-    deadline = time.monotonic() + 5
-    while (left := _pg_lockrace_backends(pg_dsn, pg_db)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    left = eventually(lambda: _pg_lockrace_backends(pg_dsn, pg_db), lambda left: not left, timeout=5, every=0.1,
+                      fail=False)
     assert left == [], f"backends of the killed run are still there: {left}"
     assert _pg_schemas(pg_dsn, pg_db) == [sandbox]  # what the dead run left: swept by the next one
 
@@ -208,7 +211,7 @@ def test_kill9_on_mysql_dsn_next_run_sweeps(mysql_dsn, tmp_path):
     live = LiveRun(["run", str(scenario), "--step-timeout", "120", "--mysql", mysql_dsn.dsn()],
                    lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
     try:
-        _blocked(live, "mysql")
+        _blocked(live, "mysql", mysql_dsn.connect)
         live.proc.send_signal(signal.SIGKILL)
         live.proc.wait(5)
     finally:
@@ -268,7 +271,7 @@ def test_kill9_with_private_server_leaves_no_server(engine, tmp_path, server_tmp
     env = lockrace_env(server_tmp)
     live = LiveRun(["run", str(scenario), "--step-timeout", "120"], env)
     try:
-        _blocked(live, engine)
+        _blocked(live, engine, private_server_connect(engine, server_tmp))
         server = _descendants(live.proc.pid)
         assert server, "no server process under lockrace"
         dirs = sorted(p.name for p in server_tmp.glob(f"lockrace-{engine}-*"))
@@ -277,10 +280,7 @@ def test_kill9_with_private_server_leaves_no_server(engine, tmp_path, server_tmp
         live.proc.wait(5)
     finally:
         live.kill()
-    deadline = time.monotonic() + 5
-    while _alive(server) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = _alive(server)
+    left = eventually(lambda: _alive(server), lambda left: not left, timeout=5, every=0.1, fail=False)
     assert not left, f"server processes outlived lockrace: {[processes_mentioning(str(p)) for p in left]}"
 
     # the next start sweeps the dead server's directory once it is old enough to be surely dead

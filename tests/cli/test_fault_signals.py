@@ -18,13 +18,17 @@ import uuid
 import pytest
 from support.cli import SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning, server_tmp  # noqa: F401
 from support.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
+from support.server_view import private_server_connect, sleeping
+from support.waits import eventually
 
 
-def _interrupt(live: LiveRun, engine: str, sig: int) -> tuple[int, float]:
+def _interrupt(live: LiveRun, engine: str, sig: int, connect) -> tuple[int, float]:
+    """Signal ``live`` once B, C and D wait and the server (``connect`` opens a connection
+    to it) reports A's sleep running."""
     try:
         assert live.wait_for_line(f"A> {SLEEP[engine]}", 30), live.stdout + live.stderr
         assert live.stdout.count(" is blocked by ") == 3, live.stdout
-        time.sleep(0.2)  # the sleep is on the server now
+        eventually(lambda: sleeping(engine, connect), timeout=10, what="A's sleep to run on the server")
         t0 = time.monotonic()
         live.proc.send_signal(sig)
         code = live.finish(15)
@@ -50,7 +54,7 @@ def test_run_interrupted_on_private_server(engine, sig, tmp_path, server_tmp):
     scenario.write_text(blocking_scenario(engine))
     tmp = server_tmp
     live = LiveRun(["run", str(scenario), "--step-timeout", "120"], lockrace_env(tmp))
-    code, took = _interrupt(live, engine, sig)
+    code, took = _interrupt(live, engine, sig, private_server_connect(engine, tmp))
     _check_clean_exit(live, code, took)
     assert sorted(p.name for p in tmp.iterdir()) == [], "private server temp dirs left behind"
     assert processes_mentioning(str(tmp)) == [], "server processes left behind"
@@ -96,7 +100,7 @@ def test_run_interrupted_on_dsn_server(engine, sig, tmp_path, pg_dsn, mysql_dsn)
     try:
         live = LiveRun(["run", str(scenario), "--step-timeout", "120", *flags],
                        lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
-        code, took = _interrupt(live, engine, sig)
+        code, took = _interrupt(live, engine, sig, pg_dsn.connect if engine == "postgres" else mysql_dsn.connect)
         _check_clean_exit(live, code, took)
         deadline = time.monotonic() + 5
         while True:

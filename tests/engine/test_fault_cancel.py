@@ -14,6 +14,8 @@ import time
 import pytest
 from support.flavor import private_mysql_flavor
 from support.cli import lockrace_env, run_lockrace
+from support.server_view import sleeping, target_connect
+from support.waits import eventually
 
 # (MySQL's SLEEP() alone in a statement answers 1 when interrupted, not an error: as part
 # of a WHERE clause it is interrupted with 1317 on MySQL and MariaDB alike)
@@ -26,10 +28,16 @@ NO_BUDGET = {
 }
 
 
+async def _sleep_running(engine: str, backend) -> None:
+    """Until the server itself reports the sleep running (then a cancel has something to cancel)."""
+    await eventually(lambda: sleeping(engine, target_connect(backend.target)), timeout=10,
+                     what="the sleep to run on the server", pause=asyncio.sleep)
+
+
 async def test_cancel_a_long_sleep(engine, backend, make_race):
     race = await make_race(backend, ("A",))
     stmt = race.submit("A", SLEEP[engine])
-    await asyncio.sleep(0.3)
+    await _sleep_running(engine, backend)
     assert not stmt.done.is_set()
     t0 = time.monotonic()
     assert await race.cancel("A")
@@ -45,7 +53,7 @@ async def test_cancel_a_long_sleep(engine, backend, make_race):
     if backend.flavor == "mysql8":
         # MySQL: a statement that is only SLEEP() ends normally when interrupted, answering 1
         stmt = race.submit("A", "SELECT SLEEP(60)")
-        await asyncio.sleep(0.3)
+        await _sleep_running(engine, backend)
         assert await race.cancel("A")
         await asyncio.wait_for(stmt.done.wait(), 5)
         assert (stmt.result.outcome, stmt.result.rows) == ("ok", [("1",)]), stmt.result

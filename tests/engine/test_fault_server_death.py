@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.waits import eventually
 
 from lockrace.backends import open_backend
 from lockrace.core.events import ServerNote, SessionState, StatementFinished
@@ -50,10 +51,8 @@ async def test_server_killed_while_b_is_blocked(own_server):
         assert b.result.outcome == "connection_lost", b.result
         # the engine finds the server gone and marks the idle sessions closed too,
         # without waiting for their next statement (the app shows it on every panel)
-        for _ in range(100):
-            if all(s.txn == "closed" for s in race.sessions.values()):
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: all(s.txn == "closed" for s in race.sessions.values()), timeout=5,
+                         fail=False, pause=asyncio.sleep)
         assert {n: s.txn for n, s in race.sessions.items()} == {"A": "closed", "B": "closed", "C": "closed"}
         assert any(isinstance(e, ServerNote) and e.text.startswith("lost the connection to") for e in events)
         # and each of them, used again, reports the lost connection; none raises

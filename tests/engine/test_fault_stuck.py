@@ -30,6 +30,7 @@ import uuid
 import psycopg
 import pymysql
 import pytest
+from support.waits import eventually
 from support.cli import LiveRun, lockrace_env, run_lockrace, server_tmp  # noqa: F401
 
 from lockrace.core.events import ServerNote
@@ -92,13 +93,7 @@ def _lockrace_connections(engine: str, target: Target, schema: str | None) -> li
 
 
 def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    return eventually(predicate, timeout=timeout, what=what)
 
 
 def _drop_schema(engine: str, target: Target, schema: str | None) -> None:

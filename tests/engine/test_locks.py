@@ -13,6 +13,7 @@ import uuid
 import psycopg
 import pymysql
 import pytest
+from support.waits import eventually
 
 from lockrace.locks import mysql as mysql_reader, pg as pg_reader
 from lockrace.locks.jsonout import snapshot_dict
@@ -22,12 +23,7 @@ from lockrace.locks.text import lines
 
 def _until(read, ok, timeout=10.0):
     """Read snapshots until ``ok(snapshot)``; the last one either way."""
-    deadline = time.monotonic() + timeout
-    while True:
-        snap = read()
-        if ok(snap) or time.monotonic() > deadline:
-            return snap
-        time.sleep(0.05)
+    return eventually(read, ok, timeout=timeout, fail=False)
 
 
 class Clients:

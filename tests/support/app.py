@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
+
+from support.waits import eventually
 
 from lockrace.app.app import LockraceApp
 
@@ -24,11 +25,8 @@ async def running_app(size=(160, 48), **kwargs):
 
 
 async def until(pilot, condition, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.02)
+    """Let the app run until ``condition()`` holds (tests/support/waits.py)."""
+    await eventually(condition, timeout=timeout, every=0.02, what=what, pause=pilot.pause)
 
 
 async def enter(pilot, app: LockraceApp, session: str, sql: str) -> None:

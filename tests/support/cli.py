@@ -8,11 +8,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from support.paths import REPO
+from support.waits import eventually
 
 
 
@@ -51,14 +51,12 @@ class LiveRun:
             sink.append(line)
 
     def wait_for_line(self, needle: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def seen():  # True: printed; False: the process ended without it; None: not yet
             if any(needle in line for line in self.out):
                 return True
-            if self.proc.poll() is not None:
-                return False
-            time.sleep(0.02)
-        return False
+            return False if self.proc.poll() is not None else None
+
+        return bool(eventually(seen, lambda found: found is not None, timeout=timeout, every=0.02, fail=False))
 
     def finish(self, timeout: float) -> int:
         code = self.proc.wait(timeout)

@@ -6,10 +6,12 @@ what they report is the server's own view.
 
 from __future__ import annotations
 
-import time
+
+from pathlib import Path
 
 import psycopg
 import pymysql
+from support.waits import eventually
 
 from lockrace.servers.target import Target
 
@@ -54,9 +56,47 @@ def lockrace_backends(target: Target, idents: list[int] = ()) -> list[tuple]:
 def wait_until_gone(target: Target, idents: list[int] = (), timeout: float = 5.0) -> list[tuple]:
     """Poll until lockrace has no connection left (a closed socket takes the
     server a moment to notice); returns what is still there at the end."""
-    deadline = time.monotonic() + timeout
-    left = lockrace_backends(target, idents)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = lockrace_backends(target, idents)
-    return left
+    return eventually(lambda: lockrace_backends(target, idents), lambda left: not left, timeout=timeout,
+                      fail=False)
+
+
+def private_server_connect(engine: str, tmpdir: Path):
+    """A connect() to the private server a ``lockrace`` subprocess started under ``tmpdir``
+    (its TMPDIR): over the server's own Unix socket, as root / postgres. The socket is
+    looked for at each connect, so this may be made before the server runs."""
+    def connect():
+        name = ".s.PGSQL.5432" if engine == "postgres" else "mysqld.sock"
+        sockets = sorted(tmpdir.rglob(name))
+        assert sockets, f"no private {engine} server under {tmpdir}"
+        if engine == "postgres":
+            return psycopg.connect(f"host={sockets[0].parent} port=5432 user=postgres dbname=postgres",
+                                   autocommit=True, application_name=CHECKER_APP, connect_timeout=5)
+        return pymysql.connect(unix_socket=str(sockets[0]), user="root", password="", autocommit=True,
+                               connect_timeout=5)
+
+    return connect
+
+
+def sleeping(engine: str, connect) -> int:
+    """How many statements sleep on the server right now (pg_sleep / SLEEP), as the
+    server itself reports them; ``connect`` opens a connection to it."""
+    if engine == "postgres":
+        sql = ("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query ILIKE '%%pg_sleep(%%'"
+               " AND pid <> pg_backend_pid()")
+    else:
+        sql = ("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%%SLEEP(%%'"
+               " AND ID <> CONNECTION_ID()")
+    conn = connect()
+    try:
+        if engine == "postgres":
+            return conn.execute(sql).fetchone()[0]
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchone()[0]
+    finally:
+        conn.close()
+
+
+def target_connect(target: Target):
+    """A connect() to the server ``target`` names (a checker's own connection)."""
+    return (lambda: pg_connect(target)) if target.engine == "postgres" else (lambda: mysql_connect(target))
