@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from support.scenarios import accounts_setup
 from support.server_view import private_server_connect, sleeping
 from support.waits import eventually
 from support.cli import (SLEEP, LiveRun, blocking_scenario, lockrace_env, processes_mentioning,  # noqa: F401
@@ -303,9 +304,7 @@ def _quiet_scenario(engine: str) -> str:
     return f"""title: a foreign client gets in
 engines: {engine}
 setup:
-    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
-    INSERT INTO accounts VALUES (1, 100);
-
+{accounts_setup(100)}
 A> SELECT balance FROM accounts WHERE id = 1;
     row: 100
 A> {HOLD[engine]}

@@ -18,6 +18,7 @@ import uuid
 
 import pytest
 from support.dsn import mysql_dsn, pg_dsn  # noqa: F401  (fixtures)
+from support.scenarios import accounts
 
 from lockrace.backends import open_backend
 from lockrace.backends.sandbox import SandboxError
@@ -42,8 +43,7 @@ def _pg_schema_exists(pg_dsn, db: str, name: str) -> bool:
 
 
 SANDBOX_SETUP = [
-    "CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)",
-    "INSERT INTO accounts VALUES (1, 100), (2, 200)",
+    *accounts(100, 200),
     "CREATE TYPE mood AS ENUM ('calm', 'busy')",
 ]
 

@@ -11,13 +11,13 @@ import asyncio
 import time
 
 from support.server_view import lockrace_backends, mysql_connect, pg_connect, wait_until_gone
+from support.scenarios import accounts
 
 from lockrace.core.events import StatementFinished
 
 
 async def _three_blocked(race):
-    await race.backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)",
-                                  "INSERT INTO accounts VALUES (1, 100), (2, 100)"])
+    await race.backend.run_admin(accounts(100, 100))
     await race.run("A", "BEGIN")
     assert (await race.run("A", "UPDATE accounts SET balance = 999 WHERE id = 1")).outcome == "ok"
     stmts = {}

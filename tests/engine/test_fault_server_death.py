@@ -13,6 +13,7 @@ import asyncio
 
 import pytest
 from support.waits import eventually
+from support.scenarios import accounts
 
 from lockrace.backends import open_backend
 from lockrace.core.events import ServerNote, SessionState, StatementFinished
@@ -20,7 +21,7 @@ from lockrace.engine.race import Race
 
 
 LOCK_ROW = "SELECT id FROM accounts WHERE id = 1 FOR UPDATE"
-SETUP = ["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)", "INSERT INTO accounts VALUES (1, 100)"]
+SETUP = accounts(100)
 
 
 async def fresh_table(backend) -> None:

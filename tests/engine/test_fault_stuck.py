@@ -32,6 +32,7 @@ import pymysql
 import pytest
 from support.waits import eventually
 from support.cli import LiveRun, lockrace_env, run_lockrace, server_tmp  # noqa: F401
+from support.scenarios import accounts, accounts_setup
 
 from lockrace.core.events import ServerNote
 from lockrace.servers.embedded_postgres import EmbeddedPostgres
@@ -371,9 +372,7 @@ def test_sigint_with_a_frozen_server(freezable, tmp_path):
     scenario.write_text(f"""title: blocked, then the server freezes
 engines: {engine}
 setup:
-    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
-    INSERT INTO accounts VALUES (1, 100);
-
+{accounts_setup(100)}
 A> BEGIN;
 A> UPDATE accounts SET balance = 1 WHERE id = 1;
 B> UPDATE accounts SET balance = 2 WHERE id = 1;
@@ -446,8 +445,7 @@ async def test_monitor_killed_mid_race_blocks_still_detected(engine, backend, ma
     race = await make_race(backend, ("A", "B"))
     notes = []
     race.subscribe(lambda ev: notes.append(ev.text) if isinstance(ev, ServerNote) else None)
-    await backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)",
-                             "INSERT INTO accounts VALUES (1, 100)"])
+    await backend.run_admin(accounts(100))
     await race.run("A", "BEGIN")
     await race.run("A", "UPDATE accounts SET balance = 1 WHERE id = 1")
     b = race.submit("B", "UPDATE accounts SET balance = 2 WHERE id = 1")
@@ -478,8 +476,7 @@ async def test_monitor_killed_mid_race_blocks_still_detected(engine, backend, ma
 
 async def test_monitor_ended_by_idle_session_timeout_is_replaced(pg_backend, make_race):
     race = await make_race(pg_backend, ("A", "B"))
-    await pg_backend.run_admin(["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)",
-                                "INSERT INTO accounts VALUES (1, 100)"])
+    await pg_backend.run_admin(accounts(100))
     await race.monitor.conn.execute("SET idle_session_timeout = '100ms'")
     first = race.monitor.ident
     await asyncio.sleep(0.5)  # the server ends the idle monitor

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO
 from support.waits import eventually
+from support.scenarios import accounts_setup
 
 
 
@@ -101,9 +102,7 @@ def blocking_scenario(engine: str) -> str:
     return f"""title: three sessions blocked, a fourth sleeping
 engines: {engine}
 setup:
-    CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
-    INSERT INTO accounts VALUES (1, 100);
-
+{accounts_setup(100)}
 A> BEGIN;
 A> UPDATE accounts SET balance = 1 WHERE id = 1;
 B> UPDATE accounts SET balance = 2 WHERE id = 1;

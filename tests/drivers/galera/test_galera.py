@@ -17,13 +17,13 @@ import time
 import pymysql
 import pytest
 from support.cli import LiveRun, lockrace_env, processes_mentioning, run_lockrace, server_tmp  # noqa: F401
+from support.scenarios import accounts
 
 from lockrace.backends.galera import read_counters
 from lockrace.engine.runner import ScenarioRunner
 from lockrace.scenario.library import resolve
 
-SETUP = ["CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL)",
-         "INSERT INTO accounts VALUES (1, 100), (2, 100)"]
+SETUP = accounts(100, 100)
 
 
 async def _race(make_race, galera_backend, placement):
