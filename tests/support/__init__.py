@@ -1,1 +1,1 @@
-"""Small helpers for the fault-matrix tests (tests/test_fault_*.py)."""
+"""Helpers shared by the tests of every folder: servers, DSNs, subprocesses, waits, scenario builders."""
