@@ -26,9 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lockrace.backends import open_backend  # noqa: E402
-from lockrace.engine.events import StatementBlocked  # noqa: E402
+from lockrace.core.events import StatementBlocked  # noqa: E402
 from lockrace.engine.race import Race  # noqa: E402
 from lockrace.servers.target import mysql_target, pg_target  # noqa: E402
+from lockrace.registry import SINGLE_ENGINES  # noqa: E402
 
 
 async def measure(engine: str, dsn: str | None, rounds: int, pause: bool = True) -> list[float]:
@@ -68,7 +69,7 @@ async def measure(engine: str, dsn: str | None, rounds: int, pause: bool = True)
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--engine", choices=("mysql", "postgres"), default="mysql")
+    ap.add_argument("--engine", choices=SINGLE_ENGINES, default="mysql")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--mysql", dest="dsn_mysql")
     ap.add_argument("--pg", dest="dsn_pg")

@@ -31,6 +31,7 @@ from lockrace.lab.modes import HOLD_SQL, TABLE  # noqa: E402
 from lockrace.lab.modes import LabError  # noqa: E402
 from lockrace.lab.overhead import CALLER_SLACK_MS, RawWaiter, _must, cases_for  # noqa: E402
 from lockrace.runtime.pool import ServerPool  # noqa: E402
+from lockrace.registry import SINGLE_ENGINES  # noqa: E402
 
 WARMUP = 3
 
@@ -95,7 +96,7 @@ async def measure(engine: str, dsn: str | None, runs: int, ticks_ms: list[float]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--engine", choices=("mysql", "postgres"), default="mysql")
+    ap.add_argument("--engine", choices=SINGLE_ENGINES, default="mysql")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--ticks", default=f"{(loop_answer.AWAKE_TICK_S or 0.02) * 1000:g}",
                     help="tick periods to compare, ms, comma-separated (default: lockrace's own)")

@@ -34,6 +34,7 @@ from lockrace.rehearse.sqlfile import DEFAULT_KEYS, DEFAULT_SETUP, DEFAULT_WORKL
 from lockrace.rehearse.workload import Bystander  # noqa: E402
 from lockrace.runtime.pool import ServerPool  # noqa: E402
 from lockrace.servers.target import pg_options  # noqa: E402
+from lockrace.registry import SINGLE_ENGINES  # noqa: E402
 
 TARGET = 0.5
 
@@ -137,7 +138,7 @@ async def main_async(args) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--engine", choices=("postgres", "mysql", "both"), default="both")
+    p.add_argument("--engine", choices=(*SINGLE_ENGINES, "both"), default="both")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--pg", metavar="DSN")

@@ -33,6 +33,7 @@ from lockrace.engine.race import Race  # noqa: E402
 from lockrace.engine.runner import ScenarioRunner  # noqa: E402
 from lockrace.scenario.library import resolve  # noqa: E402
 from lockrace.servers.target import Target, mysql_target, pg_target  # noqa: E402
+from lockrace.registry import SINGLE_ENGINES  # noqa: E402
 
 # Short scenarios with blocking, refusals, SKIP LOCKED and rollbacks, taken in turn.
 SCENARIOS = {
@@ -61,7 +62,7 @@ def rss_kib() -> int:
 
 def server_connections(target: Target) -> int:
     """Connections lockrace holds, counted by the server (not by lockrace)."""
-    if target.engine == "postgres":
+    if target.family == "postgres":
         import psycopg
 
         with psycopg.connect(target.conninfo, autocommit=True, application_name="soak-check") as conn:
@@ -106,7 +107,7 @@ async def soak(target: Target, runs: int, on_sample=None) -> dict:
     """Run ``runs`` scenario runs on ``target``; samples after a warm-up run,
     at the middle and at the end."""
     backend = await open_backend(target)
-    names = SCENARIOS[target.engine]
+    names = SCENARIOS[target.family]
     samples: list[Sample] = []
     failures: list[str] = []
     # one warm-up run of each scenario: imports, caches and thread pools settle first
@@ -128,7 +129,7 @@ async def soak(target: Target, runs: int, on_sample=None) -> dict:
     wall = time.perf_counter() - t0
     if target.origin == "DSN":
         await backend.drop_sandbox()
-    return {"engine": target.engine, "server": backend.server_name, "origin": target.origin, "runs": runs,
+    return {"engine": target.family, "server": backend.server_name, "origin": target.origin, "runs": runs,
             "seconds": round(wall, 2), "ms_per_run": round(wall * 1000 / max(runs, 1), 1),
             "failures": failures, "samples": [asdict(s) for s in samples]}
 
@@ -144,7 +145,7 @@ def print_table(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", choices=("postgres", "mysql"), action="append",
+    parser.add_argument("--engine", choices=SINGLE_ENGINES, action="append",
                         help="engine to soak (repeatable; default both)")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--pg", metavar="DSN")

@@ -9,9 +9,14 @@ import math
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from . import __version__
+from .registry import CLUSTER_ENGINES, ENGINE_NAMES, ENGINES, SINGLE_ENGINES, Engine
 from .exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, INTERRUPTED_LINE, STOP_SIGNALS, ExitGuard
+
+if TYPE_CHECKING:
+    from .runtime.options import RunOptions
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
@@ -59,9 +64,6 @@ exit status: 0 every expectation held, 1 an expectation failed,
 the statements, stops the servers lockrace started and drops its sandbox."""
 
 
-ENGINE_CHOICES = ("postgres", "mysql", "galera", "postgres-standby")
-
-
 def _seconds(text: str) -> float:
     """A positive, finite number of seconds (argparse type)."""
     try:
@@ -73,23 +75,31 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _server_flags(p: argparse.ArgumentParser, clusters: bool = True) -> None:
-    p.add_argument("--pg", metavar="DSN", help="PostgreSQL server to use instead of the embedded one "
-                   "(libpq DSN or postgresql:// URI; env LOCKRACE_PG_DSN)")
-    p.add_argument("--mysql", metavar="DSN", help="MariaDB/MySQL server to use instead of a private one "
+# what each engine's DSN flag takes, up to its environment variable (the flag and the variable are the registry's)
+_DSN_HELP = {
+    Engine.POSTGRES: ("DSN", "PostgreSQL server to use instead of the embedded one (libpq DSN or postgresql:// URI"),
+    Engine.MYSQL: ("DSN", "MariaDB/MySQL server to use instead of a private one "
                    "(mysql://user:password@host:port or mysql://user@localhost/?unix_socket=PATH; TLS as the mysql client: "
-                   "?ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY&ssl-ca=PATH&ssl-cert=PATH&ssl-key=PATH; "
-                   "env LOCKRACE_MYSQL_DSN)")
-    if not clusters:
-        return
-    p.add_argument("--galera", metavar="DSN1,DSN2", help="an existing MariaDB Galera cluster instead of a private "
-                   "2-node one: one mysql:// DSN per node, node1 first (env LOCKRACE_GALERA_DSNS)")
-    p.add_argument("--standby", metavar="DSN1,DSN2", help="an existing PostgreSQL primary and hot standby instead of "
-                   "private ones: postgresql:// DSNs, primary first (env LOCKRACE_STANDBY_DSNS)")
+                   "?ssl-mode=DISABLED|PREFERRED|REQUIRED|VERIFY_CA|VERIFY_IDENTITY&ssl-ca=PATH&ssl-cert=PATH&ssl-key=PATH"),
+    Engine.GALERA: ("DSN1,DSN2", "an existing MariaDB Galera cluster instead of a private "
+                    "2-node one: one mysql:// DSN per node, node1 first ("),
+    Engine.POSTGRES_STANDBY: ("DSN1,DSN2", "an existing PostgreSQL primary and hot standby instead of "
+                              "private ones: postgresql:// DSNs, primary first ("),
+}
 
 
-def _dsns(args) -> dict[str, str | None]:
-    return {"postgres": args.pg, "mysql": args.mysql, "galera": args.galera, "postgres-standby": args.standby}
+def _server_flags(p: argparse.ArgumentParser, clusters: bool = True) -> None:
+    for name in ENGINE_NAMES if clusters else SINGLE_ENGINES:
+        spec = ENGINES[Engine(name)]
+        metavar, text = _DSN_HELP[spec.name]
+        joint = "" if text.endswith("(") else "; "  # the environment variable closes the parenthesis
+        p.add_argument(spec.flag, metavar=metavar, help=f"{text}{joint}env {spec.env})")
+
+
+def _servers(args):
+    from .runtime.options import ServerChoice
+
+    return ServerChoice.from_flags(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lockrace", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"lockrace {__version__}")
-    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="postgres",
+    parser.add_argument("--engine", choices=ENGINE_NAMES, default="postgres",
                         help="engine the app opens on (default: postgres); galera and postgres-standby are clusters "
                              "whose sessions sit on different nodes")
     parser.add_argument("--scenario", metavar="NAME_OR_PATH", help="open the app with this scenario loaded")
@@ -111,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit status: 0 all expectations held, 1 one failed, 2 unusable input.",
     )
     run.add_argument("scenarios", nargs="+", metavar="NAME_OR_PATH", help="built-in name (see 'lockrace list') or file")
-    run.add_argument("--engine", choices=ENGINE_CHOICES,
+    run.add_argument("--engine", choices=ENGINE_NAMES,
                      help="run on this engine only (default: every engine the scenario declares)")
     run.add_argument("--format", choices=("transcript", "json"), default="transcript", help="output format")
     run.add_argument("--step-timeout", type=_seconds, default=10.0, metavar="SECONDS",
@@ -127,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="measure races: holder vs waiter, engine overhead",
         description="Benchmarks on real servers; prints figures (see docs/benchmarks.md).",
     )
-    bench.add_argument("--engine", choices=("postgres", "mysql"), default="postgres")
+    bench.add_argument("--engine", choices=SINGLE_ENGINES, default="postgres")
     bench.add_argument("--runs", type=int, default=None,
                        help="measured runs per mode (default 30; with --cluster: cluster starts, default 3)")
     bench.add_argument("--hold-ms", type=int, default=None, help="how long the holder keeps the row (default 500; 1500 on mysql)")
@@ -139,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "default: all that apply to the engine)")
     bench.add_argument("--overhead", action="store_true",
                        help="instead: NOWAIT and lock_timeout through the engine vs the raw driver")
-    bench.add_argument("--cluster", choices=("galera", "postgres-standby"),
+    bench.add_argument("--cluster", choices=CLUSTER_ENGINES,
                        help="instead: time starting and stopping a private cluster (--runs times, default 3)")
     bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _server_flags(bench)
@@ -153,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(the app or 'lockrace run' in another terminal); --engine picks which kind.",
         epilog="exit status: 0 read, 2 no server to read or it could not be read.",
     )
-    locks.add_argument("--engine", choices=ENGINE_CHOICES,
+    locks.add_argument("--engine", choices=ENGINE_NAMES,
                        help="without a DSN: read lockrace's running private server(s) of this engine (default: all)")
     locks.add_argument("--watch", action="store_true", help="read again every --interval seconds and redraw in place")
     locks.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
@@ -204,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             from .lab.cli import cmd_bench
 
-            return cmd_bench(args)
+            return cmd_bench(_bench_options(args))
         return cmd_app(args)
     except KeyboardInterrupt:
         print(INTERRUPTED_LINE, file=sys.stderr)
@@ -233,12 +243,25 @@ RUN_GRACE_S = 1.2
 APP_GRACE_S = 1.6
 
 
+def _run_options(args, interrupt=None):
+    from .runtime.options import RunOptions
+
+    return RunOptions(engine=args.engine, format=args.format, step_timeout=args.step_timeout, expected=args.expected,
+                      servers=_servers(args), interrupt=interrupt)
+
+
+def _bench_options(args):
+    from .runtime.options import BenchOptions
+
+    return BenchOptions(engine=args.engine, runs=args.runs, hold_ms=args.hold_ms, budget_ms=args.budget_ms,
+                        modes=args.modes, overhead=args.overhead, json=args.json, servers=_servers(args))
+
+
 def _run_headless(args) -> int:
     guard = ExitGuard(RUN_GRACE_S)
-    args.interrupt = guard
     code = EXIT_INTERRUPTED
     try:
-        code = asyncio.run(cmd_run(args))
+        code = asyncio.run(cmd_run(args.scenarios, _run_options(args, guard)))
     except (KeyboardInterrupt, asyncio.CancelledError):
         guard.fired = True
     if guard.fired:
@@ -280,15 +303,16 @@ def cmd_app(args) -> int:
     # armed by the app once its loop runs (it chains asyncio's own SIGINT handler)
     exitguard.app_guard = ExitGuard(APP_GRACE_S, terminal=True)
 
-    return run_app(engine=args.engine, scenario=args.scenario, pg=args.pg, mysql=args.mysql, dsns=_dsns(args))
+    return run_app(engine=args.engine, scenario=args.scenario, servers=_servers(args))
 
 
-async def cmd_run(args) -> int:
+async def cmd_run(names: list[str], options: RunOptions) -> int:
+    """``lockrace run``: ``names`` (built-ins, .race or .spec files) with ``options`` (a RunOptions)."""
     from .scenario.errors import ScenarioError
     from .scenario.library import resolve
     from .backends.base import ConnectError
 
-    guard = getattr(args, "interrupt", None)
+    guard = options.interrupt
     if guard is not None:
         try:
             guard.install(asyncio.get_running_loop(), asyncio.current_task())
@@ -296,7 +320,7 @@ async def cmd_run(args) -> int:
             guard = None
 
     try:
-        scenarios = [resolve(name) for name in args.scenarios]
+        scenarios = [resolve(name) for name in names]
     except ScenarioError as exc:
         print(f"lockrace: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -307,18 +331,19 @@ async def cmd_run(args) -> int:
             return EXIT_UNUSABLE
         from .isolation.cli import run_specs
 
-        return await run_specs(specs, args)
+        return await run_specs(specs, options)
     plan = []
     for sc in scenarios:
-        engines = [args.engine] if args.engine else sc.engines
-        if args.engine and args.engine not in sc.engines:
-            print(f"lockrace: {sc.name} is written for {', '.join(sc.engines)}, not {args.engine}", file=sys.stderr)
+        engines = [options.engine] if options.engine else sc.engines
+        if options.engine and options.engine not in sc.engines:
+            print(f"lockrace: {sc.name} is written for {', '.join(sc.engines)}, not {options.engine}", file=sys.stderr)
             return EXIT_UNUSABLE
         plan.extend((sc, e) for e in engines)
     from .core.serverwide import refuse_server_wide
-    from .runtime.pool import ServerPool, ServerUnavailable
+    from .runtime.pool import ServerUnavailable
+    from .runtime.races import server_pool
 
-    servers = ServerPool({**_dsns(args), "postgres": args.pg, "mysql": args.mysql}, say=_say)
+    servers = server_pool(options.servers, say=_say)
     if guard is not None:
         guard.stoppers.append(servers)
     reports = []
@@ -333,9 +358,9 @@ async def cmd_run(args) -> int:
             if wide and not servers.targets[engine].owned:
                 print(f"lockrace: {refuse_server_wide(sc.name, wide)}", file=sys.stderr)
                 return EXIT_UNUSABLE
-            backend.admin_timeout = args.step_timeout
+            backend.admin_timeout = options.step_timeout
             try:
-                report = await run_one(sc, backend, args, origin=servers.origin(engine))
+                report = await run_one(sc, backend, options, origin=servers.origin(engine))
             except ConnectError as exc:  # e.g. more sessions than the server accepts
                 print(f"lockrace: {exc}", file=sys.stderr)
                 return EXIT_UNUSABLE
@@ -344,34 +369,32 @@ async def cmd_run(args) -> int:
         await servers.close(quick=guard is not None and guard.fired)
     if guard is not None and guard.fired:
         return EXIT_INTERRUPTED
-    if args.format == "json":
+    if options.format == "json":
         from .render.json_report import report_dict
 
         print(json.dumps([report_dict(r, o) for r, o in reports], indent=2))
     return EXIT_OK if all(r.passed for r, _ in reports) else EXIT_FAILED
 
 
-async def run_one(sc, backend, args, origin: str):
-    from .engine.race import Race
+async def run_one(sc, backend, options: RunOptions, origin: str):
     from .engine.runner import ScenarioRunner
     from .render import transcript
+    from .runtime.races import new_race
 
-    stream = args.format == "transcript"
+    stream = options.format == "transcript"
 
     def on_entry(entry):
         if stream:
             for line in transcript.entry_lines(entry, backend.flavor):
                 print(line, flush=True)
 
-    placement = sc.placement(backend.topology) if getattr(backend, "topology", None) else None
+    race, placement = new_race(backend, sc)
     if stream:
         print(transcript.header(sc.name, sc.title, backend.server_name, origin))
         if placement:
             print("-- nodes: " + ", ".join(f"{s}@{n}" for s, n in sorted(placement.items())))
-    race = Race(backend, sc.session_names(), placement=placement)
     await race.open()
-    runner = ScenarioRunner(race, sc, step_timeout=args.step_timeout, on_entry=on_entry)
-    guard = getattr(args, "interrupt", None)
+    runner = ScenarioRunner(race, sc, step_timeout=options.step_timeout, on_entry=on_entry)
     try:
         report = await runner.run()
         try:
@@ -381,7 +404,7 @@ async def run_one(sc, backend, args, origin: str):
                 print(f"-- teardown: {_first_line(exc)}")
     finally:
         # interrupted: cancel, roll back (prepared transactions too) and close within moments
-        await race.close(grace=0.25 if guard is not None and guard.fired else 2.0)
+        await race.close(grace=0.25 if options.interrupted else 2.0)
     if stream:
         for line in transcript.footer(report, origin):
             print(line)

@@ -44,7 +44,9 @@ from .player import Player
 from .recorder import Recorder
 from .player import permutation_text
 from .scenario_picker import ScenarioPicker
-from ..runtime.pool import ServerPool
+from ..registry import Engine
+from ..runtime.options import ServerChoice
+from ..runtime.races import new_race, server_pool
 from .session_log import SessionLog
 from .session_panel import SessionPanel
 from .spec_screens import PermutationPicker, SessionChooser
@@ -174,7 +176,7 @@ class LockraceApp(App[int]):
         mysql: str | None = None,
         targets: dict[str, Target] | None = None,
         pending: dict | None = None,
-        dsns: dict[str, str | None] | None = None,
+        servers: ServerChoice | None = None,
         save_dir: Path | None = None,
         autoplay_delay: float = 1.5,
         step_timeout: float = 15.0,
@@ -186,8 +188,11 @@ class LockraceApp(App[int]):
         self.engine = engine if scenario is None or scenario.runs_on(engine) else scenario.engines[0]
         self.initial_scenario = scenario
         self.farewell: list[str] = []  # what closing had to leave behind, said after the screen is gone
-        self.pool = ServerPool({**(dsns or {}), "postgres": pg, "mysql": mysql}, targets, pending,
-                               say=self.farewell.append)
+        dsns = dict((servers or ServerChoice()).dsns)
+        for name, dsn in ((Engine.POSTGRES, pg), (Engine.MYSQL, mysql)):  # pg=, mysql=: a DSN for that engine
+            if dsn is not None:
+                dsns[name] = dsn
+        self.pool = server_pool(ServerChoice(dsns), targets, pending, say=self.farewell.append)
         self.save_dir = save_dir or Path.cwd()
         self.autoplay_delay = autoplay_delay
         self.step_timeout = step_timeout
@@ -464,9 +469,7 @@ class LockraceApp(App[int]):
             scenario = None  # the free-form sandbox instead
         names = session_names(scenario)
         base = scenario if scenario is not None else free_form(engine)
-        topology = getattr(backend, "topology", None)
-        race = Race(backend, names, placement=base.placement(topology, names) if topology else None)
-        placement = {name: race.node_for(name) for name in names} if topology else {}
+        race, placement = new_race(backend, base, names)
         race.subscribe(self._on_race_event)
         self.flavor = backend.flavor
         self.server_label = f"{backend.server_name} ({self.pool.origin(engine)})"

@@ -109,7 +109,7 @@ class LabScreen(Screen[None]):
         runs, hold, budget, modes, warmup = self.args
         head = self.query_one("#lab-head", Static)
         try:
-            self.config = cfg = make_config(self.backend.engine, self.backend.flavor, runs, hold, budget, modes, warmup)
+            self.config = cfg = make_config(self.backend.family, self.backend.flavor, runs, hold, budget, modes, warmup)
         except LabError as exc:
             self.error = str(exc)
             head.update(Text(f"Race lab: {exc}", style="bold red"))
@@ -120,7 +120,7 @@ class LabScreen(Screen[None]):
             f"{cfg.hold_ms} ms, the waiter asks in each mode; {cfg.runs} runs per mode after {cfg.warmup} warm-up. ",
             ("Esc", "bold"), " back, ", ("r", "bold"), " run again",
         ))
-        self.live = LabResult(cfg, self.backend.engine, self.backend.flavor, self.backend.server_name,
+        self.live = LabResult(cfg, self.backend.family, self.backend.flavor, self.backend.server_name,
                               self.backend.version)
         lab = HolderWaiterLab(self.backend, cfg, self._on_run)
         self.query_one(ProgressBar).update(total=lab.total_runs, progress=0)

@@ -10,13 +10,16 @@ from .. import exitguard
 from ..exitguard import EXIT_INTERRUPTED, EXIT_UNUSABLE, INTERRUPTED_LINE
 from ..scenario.errors import ScenarioError
 from ..scenario.library import resolve
+from ..registry import Engine
+from ..runtime.options import ServerChoice
 from ..servers.target import PG_ENV, Target, standby_refusal
 from .palette import COLOURS_ENV, read_overrides
 
 
-def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None,
-            targets: dict[str, Target] | None = None, dsns: dict[str, str | None] | None = None) -> int:
+def run_app(engine: str, scenario: str | None, servers: ServerChoice | None = None,
+            targets: dict[str, Target] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
+    servers = servers or ServerChoice()
     colours = None
     if os.environ.get(COLOURS_ENV):
         try:
@@ -41,9 +44,9 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
     refusal = None
     if not (targets and engine in targets):
         executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lockrace-server")
-        dsn = {**(dsns or {}), "postgres": pg, "mysql": mysql}.get(engine)
+        dsn = servers.dsn(engine)
         pending[engine] = executor.submit(start_target, engine, dsn)
-        pg_dsn = (pg or os.environ.get(PG_ENV)) if engine == "postgres" else None
+        pg_dsn = (servers.dsn(Engine.POSTGRES) or os.environ.get(PG_ENV)) if engine == Engine.POSTGRES else None
         if pg_dsn:  # a hot standby cannot hold the sandbox: refused before the app opens
             refusal = executor.submit(standby_refusal, pg_dsn)
     app = None
@@ -56,8 +59,8 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
 
         from .history import default_dir
 
-        app = LockraceApp(engine=engine, scenario=loaded, pg=pg, mysql=mysql, targets=targets, pending=pending,
-                          dsns=dsns, history_dir=default_dir(), colours=colours)
+        app = LockraceApp(engine=engine, scenario=loaded, targets=targets, pending=pending, servers=servers,
+                          history_dir=default_dir(), colours=colours)
         app.run()
         code = app.return_code
         for text in app.farewell:
@@ -70,9 +73,9 @@ def run_app(engine: str, scenario: str | None, pg: str | None, mysql: str | None
         if app is not None:
             app.pool.stop_owned()  # whatever way the app ended, no server is left running
         else:
-            from ..runtime.pool import ServerPool
+            from ..runtime.races import server_pool
 
-            ServerPool(pending=pending).stop_owned()
+            server_pool(pending=pending).stop_owned()
         if executor is not None:
             executor.shutdown(wait=False)
     return code or 0

@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..core.events import Budget, LockInfo, StatementResult
 from ..core.sqltext import NAME, NUMBER, OP, WORD, has_call, try_statements
+from ..registry import TopologyName
 
 
 class ConnectError(Exception):
@@ -152,7 +153,8 @@ class MonitorConnection(ABC):
 
 
 class Backend(ABC):
-    engine: str  # postgres | mysql
+    family: str  # postgres | mysql (registry.Family: the driver and the SQL it speaks)
+    topology: str = TopologyName.SINGLE  # a cluster's backend: its topology (registry.py)
     flavor: str  # postgres | mariadb | mysql8
     version: str  # "18.6", "10.11.19"
     admin_timeout: float = 10.0
@@ -175,6 +177,11 @@ class Backend(ABC):
 
     @abstractmethod
     async def drop_sandbox(self) -> None: ...
+
+    @property
+    def engine(self) -> str:
+        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
+        return self.family
 
     @property
     def server_name(self) -> str:

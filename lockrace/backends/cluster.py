@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..core.events import StatementResult
-from ..servers.cluster import TOPOLOGIES, Cluster, load
+from ..registry import cluster_engine
+from ..servers.cluster import Cluster
 from .base import Backend, MonitorConnection, SessionConnection
 from .single import open_single
 
@@ -75,7 +76,7 @@ class ClusterBackend(Backend):
         self.nodes = nodes
         self.hooks = hooks
         first = self.first_backend
-        self.engine = first.engine
+        self.family = first.family
         self.flavor = first.flavor
         self.version = first.version
         self.sandbox = first.sandbox
@@ -90,7 +91,7 @@ class ClusterBackend(Backend):
 
     @property
     def server_name(self) -> str:
-        label = TOPOLOGIES[self.topology].label
+        label = cluster_engine(self.topology).label
         return f"{label} {self.version} ({', '.join(self.nodes)})"
 
     async def connect_session(self, name: str) -> SessionConnection:
@@ -111,10 +112,10 @@ class ClusterBackend(Backend):
         await self.first_backend.drop_sandbox()
 
 
-async def open_cluster(cluster: Cluster) -> ClusterBackend:
-    """Open an ordinary backend on every node (first node first: it creates the sandbox)."""
-    topo = TOPOLOGIES[cluster.topology]
-    hooks = load(topo.hooks)() if topo.hooks else ClusterHooks()
+async def open_cluster(cluster: Cluster, hooks: ClusterHooks | None = None) -> ClusterBackend:
+    """Open an ordinary backend on every node (first node first: it creates the sandbox);
+    ``hooks``: what the topology adds (none: the do-nothing defaults)."""
+    hooks = hooks or ClusterHooks()
     await hooks.check(cluster)
     nodes: dict[str, Backend] = {}
     for index, (name, target) in enumerate(cluster.nodes.items()):

@@ -891,7 +891,7 @@ class MySQLMonitor(MonitorConnection):
 
 
 class MySQLBackend(Backend):
-    engine = "mysql"
+    family = "mysql"
 
     def __init__(self, target: Target):
         self.target = target

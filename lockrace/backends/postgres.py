@@ -715,7 +715,7 @@ _FOREIGN_DEPENDENTS_SQL = (
 
 
 class PostgresBackend(Backend):
-    engine = "postgres"
+    family = "postgres"
     flavor = "postgres"
 
     def __init__(self, target: Target):

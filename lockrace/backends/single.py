@@ -8,7 +8,7 @@ from .base import Backend
 
 async def open_single(target: Target) -> Backend:
     """Connect to one server, detect flavor and version, create the sandbox."""
-    if target.engine == "postgres":
+    if target.family == "postgres":
         from .postgres import PostgresBackend
 
         return await PostgresBackend(target).open()

@@ -57,7 +57,7 @@ async def deadlock(race, session, result: StatementResult) -> None:
 
     found = None
     try:
-        if race.backend.engine == "postgres":
+        if race.backend.family == "postgres":
             found = deadlock_mod.explain_postgres(result.detail, name, session.name, changed)
         elif (monitor := race.monitor_for(session)) is not None:
             try:
@@ -72,7 +72,7 @@ async def deadlock(race, session, result: StatementResult) -> None:
         found = None
     if found is not None and found.lines:
         sandbox = getattr(race.backend, "sandbox", "")
-        if sandbox and race.backend.engine == "mysql":  # the race's own tables by their plain names
+        if sandbox and race.backend.family == "mysql":  # the race's own tables by their plain names
             found.lines = [line.replace(f" {sandbox}.", " ") for line in found.lines]
         result.explained += tuple(found.lines) + ((found.cycle_line(),) if found.cycle else ())
         result.cycle = tuple(found.cycle)

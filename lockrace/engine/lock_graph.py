@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 
 from ..core.events import LockInfo, StatementResult
+from ..core.waitfor import cycle_text, find_cycles
+
+__all__ = ["LockGraph", "LockNode", "WaitEdge", "cycle_text", "find_cycles", "lock_graph"]
 
 _FOREIGN = re.compile(r"^another client \(((pid|thread) (\d+))(?: on (\S+))?\)$")
 _IDENT = re.compile(r"^(pid|thread) (\d+)")
@@ -79,34 +82,6 @@ class LockGraph:
         return LockGraph(self.nodes, waits, self.taken_ns)
 
 
-def find_cycles(edges: list[tuple[str, str]]) -> list[tuple[str, ...]]:
-    """Every elementary cycle of a small wait-for graph, each once, starting at its
-    smallest name: ('A', 'B') for A waits for B waits for A."""
-    out: list[tuple[str, ...]] = []
-    graph: dict[str, list[str]] = {}
-    for a, b in edges:
-        graph.setdefault(a, [])
-        if b not in graph[a]:
-            graph[a].append(b)
-    names = sorted(set(graph) | {b for _, b in edges})
-
-    def walk(start: str, at: str, path: list[str]) -> None:
-        for nxt in graph.get(at, []):
-            if nxt == start:
-                out.append(tuple(path))
-            elif nxt > start and nxt not in path:  # each cycle found from its smallest name only
-                walk(start, nxt, path + [nxt])
-
-    for name in names:
-        walk(name, name, [name])
-    return out
-
-
-def cycle_text(cycle: tuple[str, ...]) -> str:
-    """'A → B → A'."""
-    return " → ".join([*cycle, cycle[0]])
-
-
 def _first_line(sql: str) -> str:
     return " ".join(sql.split())
 
@@ -114,7 +89,7 @@ def _first_line(sql: str) -> str:
 def lock_graph(race, now_ns: int | None = None) -> LockGraph:
     """The race's wait-for graph as its monitor last saw it (see the module's doc)."""
     now = perf_counter_ns() if now_ns is None else now_ns
-    mysql = race.backend.engine == "mysql"
+    mysql = race.backend.family == "mysql"
     nodes: dict[str, LockNode] = {}
     waits: list[WaitEdge] = []
     held: dict[str, dict[str, list[str]]] = {}  # blocker -> what it holds that others wait for -> who

@@ -115,7 +115,7 @@ class Race:
             return ""
         node = self.placement.get(name)
         if node not in self.nodes:
-            from ..scenario.model import TOPOLOGIES, default_node
+            from ..registry import CLUSTER_NODES as TOPOLOGIES, default_node
 
             known = list(self.nodes)
             if self.backend.topology in TOPOLOGIES and len(known) == len(TOPOLOGIES[self.backend.topology]):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..scenario.model import AcrossSteps, Expectation, Step, flavor_matches
+from ..registry import flavor_matches
+from ..scenario.model import AcrossSteps, Expectation, Step
 from ..core.events import REPLAY_ALIAS, REPLAY_PROCESS, StatementResult
 
 

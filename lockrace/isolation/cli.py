@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 from ..core.serverwide import refuse_server_wide
+from ..registry import CLUSTER_ENGINES, SINGLE_ENGINES, engine as engine_spec
+from ..runtime.options import RunOptions, ServerChoice
 from ..scenario.model import Scenario
 from ..scenario.errors import ScenarioError, read_source_bytes
 
@@ -66,47 +68,46 @@ def compare(output: bytes, candidates: list[Path]) -> tuple[bool, str]:
     return False, best_diff
 
 
-SPEC_ENGINES = ("postgres", "mysql")
-
-
 def _say(text: str) -> None:
     print(f"lockrace: {text}", file=sys.stderr)
 
 
-def refusal(specs: list[Scenario], args) -> str | None:
+def refusal(specs: list[Scenario], options: RunOptions) -> str | None:
     """Why these specs cannot run as asked (one sentence), or None.  Isolation specs
     run on one server: clusters (galera, postgres-standby) are refused, not half-run."""
-    for flag in ("galera", "standby"):
-        if getattr(args, flag, None):
-            return (f"--{flag} does not apply to isolation specs: a spec runs on one server"
-                    " (give --pg or --mysql)")
+    singles = [engine_spec(e) for e in SINGLE_ENGINES]
+    for name in options.servers.given():
+        if name in CLUSTER_ENGINES:
+            return (f"{engine_spec(name).flag} does not apply to isolation specs: a spec runs on one server"
+                    f" (give {' or '.join(s.flag for s in singles)})")
     for spec in specs:
-        engine = args.engine or spec.engines[0]
-        if engine not in SPEC_ENGINES:
-            return (f"{spec.name}: isolation specs run on one server (postgres or mysql), not on the"
+        engine = options.engine or spec.engines[0]
+        if engine not in SINGLE_ENGINES:
+            return (f"{spec.name}: isolation specs run on one server ({' or '.join(SINGLE_ENGINES)}), not on the"
                     f" {engine} cluster")
     return None
 
 
-async def run_specs(specs: list[Scenario], args) -> int:
+async def run_specs(specs: list[Scenario], options: RunOptions) -> int:
     from ..backends.base import ConnectError
-    from ..runtime.pool import ServerPool, ServerUnavailable
+    from ..runtime.pool import ServerUnavailable
+    from ..runtime.races import server_pool
     from .execute import finish, run_spec
 
-    fmt = getattr(args, "format", "transcript")
+    fmt = options.format
     stream = fmt != "json"
     several = len(specs) > 1
-    why = refusal(specs, args)
+    why = refusal(specs, options)
     if why:
         _say(why)
         return EXIT_UNUSABLE
     try:
-        plans = [(spec, expected_candidates(args.expected, spec, several)) for spec in specs]
+        plans = [(spec, expected_candidates(options.expected, spec, several)) for spec in specs]
     except ValueError as exc:
         _say(str(exc))
         return EXIT_UNUSABLE
-    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql}, say=_say)
-    guard = getattr(args, "interrupt", None)
+    servers = server_pool(ServerChoice({e: options.servers.dsn(e) for e in SINGLE_ENGINES}), say=_say)
+    guard = options.interrupt
     if guard is not None:
         guard.stoppers.append(servers)
     results = []
@@ -114,7 +115,7 @@ async def run_specs(specs: list[Scenario], args) -> int:
     unusable = False
     try:
         for index, (spec, candidates) in enumerate(plans):
-            engine = args.engine or spec.engines[0]
+            engine = options.engine or spec.engines[0]
             try:
                 backend = await servers.backend(engine)
             except ServerUnavailable as exc:
@@ -133,9 +134,9 @@ async def run_specs(specs: list[Scenario], args) -> int:
                     sys.stdout.buffer.flush()
 
             t0 = time.perf_counter()
-            more = sum((args.engine or s.engines[0]) == engine for s, _ in plans[index + 1:])
+            more = sum((options.engine or s.engines[0]) == engine for s, _ in plans[index + 1:])
             try:
-                completed = await run_spec(spec, backend, emit, step_timeout=args.step_timeout, more_coming=more)
+                completed = await run_spec(spec, backend, emit, step_timeout=options.step_timeout, more_coming=more)
             except ConnectError as exc:  # the spec's place could not be made or cleaned: one sentence
                 _say(f"{spec.name}: {exc}")
                 unusable = True

@@ -17,7 +17,7 @@ async def run_spec(spec: Scenario, backend, emit, step_timeout: float = 300.0, p
     False when the spec was aborted (as isolationtester exits).  ``more_coming``:
     how many specs will follow on this backend (PostgreSQL then prepares their
     databases in the background); call ``finish()`` when done."""
-    if backend.engine == "postgres":
+    if backend.family == "postgres":
         return await _run_pg(spec, backend, emit, step_timeout, poll, more_coming)
     return await _run_mysql(spec, backend, emit, step_timeout, poll)
 

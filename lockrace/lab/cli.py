@@ -9,14 +9,16 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..registry import SINGLE_ENGINES, engine as engine_spec
+from ..runtime.options import BenchOptions, ServerChoice
 from .modes import LabError, make_config
 
 from ..exitguard import EXIT_FAILED, EXIT_OK, EXIT_UNUSABLE
 
 
-def cmd_bench(args) -> int:
+def cmd_bench(args: BenchOptions) -> int:
     # Check what can be checked before any server starts.
-    guess = "postgres" if args.engine == "postgres" else "mariadb"
+    guess = engine_spec(args.engine).flavors[0]
     try:
         if not args.overhead:
             make_config(args.engine, guess, args.runs, args.hold_ms, args.budget_ms, args.modes)
@@ -38,17 +40,18 @@ def _progress(console: Console) -> Progress:
 
 
 async def _bench(args) -> int:
-    from ..runtime.pool import ServerPool, ServerUnavailable
+    from ..runtime.pool import ServerUnavailable
+    from ..runtime.races import server_pool
 
     out = Console()
     if not out.is_terminal:
         out = Console(width=120)  # a file or pipe: keep the table on one line per mode
     err = Console(stderr=True)
-    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql})
+    servers = server_pool(ServerChoice({e: args.servers.dsn(e) for e in SINGLE_ENGINES}))
     try:
         with _progress(err) as progress:
-            where = "connecting to the server" if (args.pg if args.engine == "postgres" else args.mysql) else (
-                "starting embedded PostgreSQL 18" if args.engine == "postgres" else "starting a private MariaDB/MySQL")
+            where = ("connecting to the server" if args.servers.dsn(args.engine)
+                     else f"starting {engine_spec(args.engine).private}")
             start = progress.add_task(where, total=None)
             try:
                 backend = await servers.backend(args.engine)
@@ -72,7 +75,7 @@ async def _bench(args) -> int:
         await servers.close()
 
 
-async def _holder_waiter_runs(args, backend, progress: Progress):
+async def _holder_waiter_runs(args: BenchOptions, backend, progress: Progress):
     from .holder_waiter import HolderWaiterLab
 
     cfg = make_config(args.engine, backend.flavor, args.runs, args.hold_ms, args.budget_ms, args.modes)
@@ -88,7 +91,7 @@ async def _holder_waiter_runs(args, backend, progress: Progress):
     return await lab.run()
 
 
-def _holder_waiter_report(args, result, out: Console) -> int:
+def _holder_waiter_report(args: BenchOptions, result, out: Console) -> int:
     from .table import lab_json, lab_notes, lab_table
 
     if args.json:
@@ -101,7 +104,7 @@ def _holder_waiter_report(args, result, out: Console) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-async def _overhead_runs(args, backend, target, progress: Progress):
+async def _overhead_runs(args: BenchOptions, backend, target, progress: Progress):
     from .overhead import OverheadBench
 
     bench = OverheadBench(backend, target, runs=args.runs)
@@ -113,7 +116,7 @@ async def _overhead_runs(args, backend, target, progress: Progress):
     return await bench.run(on_run)
 
 
-def _overhead_report(args, result, out: Console) -> int:
+def _overhead_report(args: BenchOptions, result, out: Console) -> int:
     from .table import overhead_json, overhead_notes, overhead_table
 
     if args.json:

@@ -14,7 +14,8 @@ import statistics
 import sys
 import time
 
-from ..servers.cluster import TOPOLOGIES, cluster_target
+from ..registry import CLUSTER_ENGINES, engine as engine_spec
+from ..servers.choose import target_for
 
 
 async def _first_statement(cluster) -> float:
@@ -39,7 +40,7 @@ def run(topology: str, runs: int) -> list[dict]:
     rows = []
     for i in range(runs):
         t0 = time.perf_counter()
-        cluster = cluster_target(topology, None)
+        cluster = target_for(topology, None)
         started = time.perf_counter() - t0
         try:
             ready = asyncio.run(_first_statement(cluster))
@@ -54,8 +55,8 @@ def run(topology: str, runs: int) -> list[dict]:
 
 
 def cmd_cluster_bench(topology: str, runs: int, as_json: bool) -> int:
-    if topology not in TOPOLOGIES:
-        print(f"lockrace bench: unknown cluster {topology!r} (known: {', '.join(TOPOLOGIES)})", file=sys.stderr)
+    if topology not in CLUSTER_ENGINES:
+        print(f"lockrace bench: unknown cluster {topology!r} (known: {', '.join(CLUSTER_ENGINES)})", file=sys.stderr)
         return 2
     from ..servers.process import ServerStartError
 
@@ -67,7 +68,7 @@ def cmd_cluster_bench(topology: str, runs: int, as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
-    label = TOPOLOGIES[topology].label
+    label = engine_spec(topology).label
     print(f"{label}: private cluster start-up, {len(rows)} run(s)")
     print(f"{'run':>3}  {'start s':>8}  {'race open s':>11}  {'stop s':>7}")
     for r in rows:

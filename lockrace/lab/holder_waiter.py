@@ -105,7 +105,7 @@ class HolderWaiterLab:
     async def run(self) -> LabResult:
         cfg = self.config
         await self.backend.run_admin(setup_sql(cfg.engine))
-        result = LabResult(cfg, self.backend.engine, self.backend.flavor, self.backend.server_name, self.backend.version)
+        result = LabResult(cfg, self.backend.family, self.backend.flavor, self.backend.server_name, self.backend.version)
         self.race = race = await Race(self.backend, ["H", "W"]).open()
         try:
             for mode in cfg.plan:

@@ -102,7 +102,7 @@ class RawWaiter:
     """A bare driver connection, timed around cursor.execute."""
 
     def __init__(self, backend: Backend, target: Target):
-        self.engine = backend.engine
+        self.engine = backend.family
         self.target = target
         self.conn = None
 
@@ -204,11 +204,11 @@ class OverheadBench:
 
     async def run(self, progress: Callable[[str, int, int], None] | None = None) -> OverheadResult:
         backend = self.backend
-        await backend.run_admin(setup_sql(backend.engine))
+        await backend.run_admin(setup_sql(backend.family))
         raw = RawWaiter(backend, self.target)
-        result = OverheadResult(backend.engine, backend.flavor, backend.server_name, backend.version,
+        result = OverheadResult(backend.family, backend.flavor, backend.server_name, backend.version,
                                 self.runs, self.warmup, raw.driver)
-        araw = AsyncRawWaiter(self.target) if backend.engine == "postgres" else None
+        araw = AsyncRawWaiter(self.target) if backend.family == "postgres" else None
         race = await Race(backend, ["H", "W"]).open()
         try:
             await asyncio.to_thread(raw.connect)
@@ -216,7 +216,7 @@ class OverheadBench:
                 await araw.connect()
             await _must(race, "H", "BEGIN")
             await _must(race, "H", HOLD_SQL)
-            cases = cases_for(backend.engine)
+            cases = cases_for(backend.family)
             total = len(cases) * (self.runs + self.warmup)
             done = 0
             for case in cases:

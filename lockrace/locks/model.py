@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.waitfor import find_cycles
+
 
 @dataclass
 class Client:
@@ -106,20 +108,4 @@ class Snapshot:
 
     def cycles(self) -> list[list[int]]:
         """Wait-for cycles (each once, starting at its smallest ident)."""
-        edges: dict[int, list[int]] = {}
-        for w in self.waits:
-            if w.blocker is not None:
-                edges.setdefault(w.waiter, []).append(w.blocker)
-        found: list[list[int]] = []
-
-        def walk(path: list[int]) -> None:
-            for nxt in edges.get(path[-1], ()):
-                if nxt == path[0]:
-                    if min(path) == path[0] and path not in found:
-                        found.append(list(path))
-                elif nxt not in path and nxt > path[0]:
-                    walk(path + [nxt])
-
-        for start in sorted(edges):
-            walk([start])
-        return found
+        return [list(c) for c in find_cycles((w.waiter, w.blocker) for w in self.waits if w.blocker is not None)]

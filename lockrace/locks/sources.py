@@ -8,12 +8,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..registry import ENGINE_NAMES, ENGINES, Family, engine as engine_spec
 from ..servers.process import _pid_alive
 
 # private server kinds (temp dir lockrace-KIND-*) per engine
-KINDS = {"postgres": ("postgres",), "mysql": ("mysql",), "galera": ("galera",),
-         "postgres-standby": ("pg-primary", "pg-standby")}
-_PG_KINDS = {"postgres", "pg-primary", "pg-standby"}
+KINDS = {str(e): spec.dirs for e, spec in ENGINES.items()}
+_PG_KINDS = {kind for spec in ENGINES.values() if spec.family == Family.POSTGRES for kind in spec.dirs}
 
 
 class NoServer(Exception):
@@ -30,7 +30,7 @@ class Source:
     @classmethod
     def from_target(cls, target) -> "Source":
         """The server a race runs on (a ``Target``: private or DSN), for a lock view of it."""
-        if target.engine == "postgres":
+        if target.family == "postgres":
             return cls("postgres", target.describe(), conninfo=target.conninfo)
         return cls("mysql", target.describe(), mysql_kwargs=dict(target.mysql_kwargs))
 
@@ -70,7 +70,6 @@ def private_servers(engines=None) -> list[Source]:
 def sources(engine: str | None, pg: str | None, mysql_dsn: str | None, galera: str | None,
             standby: str | None) -> list[Source]:
     from ..servers.target import DsnError, parse_mysql_dsn, pg_target, redact
-    from ..servers.target import MYSQL_ENV, PG_ENV
 
     out: list[Source] = []
     try:
@@ -85,16 +84,12 @@ def sources(engine: str | None, pg: str | None, mysql_dsn: str | None, galera: s
         raise NoServer(str(exc)) from None
     if out:
         return out
-    env = {"postgres": PG_ENV, "mysql": MYSQL_ENV, "galera": "LOCKRACE_GALERA_DSNS",
-           "postgres-standby": "LOCKRACE_STANDBY_DSNS"}
-    given = os.environ.get(env.get(engine or "", ""), "")
-    if given:
-        return sources(None, *[given if engine == e else None for e in ("postgres", "mysql", "galera",
-                                                                         "postgres-standby")])
+    given = os.environ.get(engine_spec(engine).env, "") if engine else ""
+    if given:  # the DSNs in the engine's environment variable, read as its flag's
+        return sources(None, *[given if engine == e else None for e in ENGINE_NAMES])
     found = private_servers([engine] if engine else None)
     if not found:
-        what = {"postgres": "PostgreSQL", "mysql": "MariaDB/MySQL", "galera": "Galera",
-                "postgres-standby": "PostgreSQL primary/standby"}.get(engine or "", "")
+        what = engine_spec(engine).short if engine else ""
         raise NoServer(f"no {what + ' ' if what else ''}server to read: no lockrace private server is running "
                        "(start lockrace in another terminal) and no --pg or --mysql DSN was given")
     return found

@@ -22,6 +22,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from ..registry import SINGLE_ENGINES
 from ..exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, ExitGuard
 from .policies import Policy, PolicyError, default_policies, parse_policies
 from .sqlfile import (DEFAULT_KEYS, SqlFileError, Statement, dialect, read_migration, read_setup, read_workload,
@@ -66,7 +67,7 @@ def add_parser(sub, server_flags, seconds) -> None:
                "under one, 2 unusable input (bad file, bad SQL, unreachable server), 130 interrupted.",
     )
     p.add_argument("migration", metavar="MIGRATION.sql", help="the migration: one or more SQL statements")
-    p.add_argument("--engine", choices=("postgres", "mysql"), default="postgres",
+    p.add_argument("--engine", choices=SINGLE_ENGINES, default="postgres",
                    help="postgres (default) or mysql (MariaDB/MySQL)")
     p.add_argument("--setup", metavar="FILE", help="SQL that creates the tables and rows (default: accounts with "
                    f"{DEFAULT_KEYS:,} rows)")

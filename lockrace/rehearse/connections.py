@@ -172,14 +172,14 @@ def _error(p: bytes) -> Failure:
 
 def connect(backend, app: str):
     """A plain connection of ``backend``'s engine in its sandbox (blocking: call it in a thread)."""
-    return PgConn(backend, app) if backend.engine == "postgres" else MyConn(backend, app)
+    return PgConn(backend, app) if backend.family == "postgres" else MyConn(backend, app)
 
 
 class Control:
     """The connection that ends the rehearsal's other connections on the server."""
 
     def __init__(self, backend):
-        self.engine = backend.engine
+        self.engine = backend.family
         self._lock = threading.Lock()  # stop() may come from two threads at once; a driver connection is not shared
         if self.engine == "postgres":
             self.conn = backend._connect_blocking("rehearse-control", search_path=False)

@@ -16,15 +16,11 @@ import contextlib
 from typing import Callable
 
 from ..backends import Backend, ConnectError, open_backend
+from ..registry import engine as engine_spec
 from ..servers.process import ServerStartError
 from ..servers.choose import target_for
 from ..servers.target import DsnError, Target
 
-ENGINE_NAMES = {"postgres": "PostgreSQL 18", "mysql": "MariaDB/MySQL", "galera": "MariaDB Galera",
-                "postgres-standby": "PostgreSQL primary + hot standby"}
-STARTING = {"postgres": "embedded PostgreSQL 18", "mysql": "a private MariaDB/MySQL server",
-            "galera": "a private 2-node MariaDB Galera cluster",
-            "postgres-standby": "a private PostgreSQL primary and hot standby"}
 
 
 class ServerUnavailable(Exception):
@@ -56,9 +52,10 @@ class ServerPool:
         return target.origin if target else ""
 
     def starting_text(self, engine: str) -> str:
+        spec = engine_spec(engine)
         if engine in self.targets or self.dsn.get(engine):
-            return f"connecting to {ENGINE_NAMES.get(engine, engine)}…"
-        return f"starting {STARTING.get(engine, engine)}…"
+            return f"connecting to {spec.label}…"
+        return f"starting {spec.private}…"
 
     async def backend(self, engine: str) -> Backend:
         """The backend for ``engine``, starting or reaching its server first if needed."""

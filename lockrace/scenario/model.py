@@ -18,18 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.serverwide import dialect_of, server_wide
+from ..registry import CLUSTER_NODES, default_node, flavor_matches
 
-ENGINES = ("postgres", "mysql", "galera", "postgres-standby")
-FLAVORS = ("postgres", "mysql", "mariadb", "mysql8")
-
-# Cluster engines (topologies): their nodes in order, and where sessions sit
-# when a scenario's ``nodes:`` line does not say.  The first node is where
-# setup and teardown run (Galera replicates them; a standby is read-only).
-TOPOLOGIES: dict[str, tuple[str, ...]] = {
-    "galera": ("node1", "node2"),
-    "postgres-standby": ("primary", "standby"),
-}
-
+# Engines, flavors and cluster nodes are the registry's (lockrace/registry.py).
 
 OUTCOMES = (
     "ok",
@@ -47,28 +38,6 @@ OUTCOMES = (
 )
 
 TXN_STATES = ("idle", "in transaction", "failed transaction")
-
-
-def flavor_matches(wanted: str | None, flavor: str) -> bool:
-    """Does an expectation written for ``wanted`` apply on a server of ``flavor``?
-
-    ``flavor`` is the concrete server flavor: postgres, mariadb or mysql8.
-    """
-    if wanted is None:
-        return True
-    if wanted == flavor:
-        return True
-    return wanted == "mysql" and flavor in ("mariadb", "mysql8")
-
-
-def default_node(topology: str, session: str, index: int) -> str:
-    """Where a session sits when the scenario does not say: A and B on the
-    first node, C and D on the second; any other session by its position
-    (0, 1 on the first node, 2, 3 on the second, and so on, round the nodes)."""
-    nodes = TOPOLOGIES[topology]
-    if session in ("A", "B", "C", "D"):
-        index = "ABCD".index(session)
-    return nodes[(index // 2) % len(nodes)]
 
 
 @dataclass
@@ -324,7 +293,9 @@ class Scenario:
     def placement(self, topology: str, names: list[str] | None = None) -> dict[str, str]:
         """session -> node for every session (or ``names``) on ``topology``."""
         names = names if names is not None else self.session_names()
-        known = TOPOLOGIES[topology]
+        known = CLUSTER_NODES.get(topology)
+        if known is None:  # a single server: no node to name
+            return {}
         out = {}
         for index, name in enumerate(names):
             node = self.nodes.get(name)

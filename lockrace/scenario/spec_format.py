@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
+from ..registry import SINGLE_ENGINES, Engine
 from .model import Blocker, PermutationEntry, Scenario, SessionDef, Step
 
 MAX_INTERLEAVINGS = 100_000
@@ -38,7 +39,7 @@ _KEYWORDS = {"notices", "permutation", "session", "setup", "step", "teardown"}
 _SPACE = " \t\r\f"
 _IDENT_START = re.compile(r"[A-Za-z_\x80-\U0010ffff]")
 _IDENT = re.compile(r"[A-Za-z_\x80-\U0010ffff][A-Za-z0-9_$\x80-\U0010ffff]*")
-_ENGINES = re.compile(r"^#\s*engines:\s*([a-z, ]+)\s*$", re.MULTILINE)
+_ENGINES = re.compile(r"^#\s*engines:\s*([a-z, -]+)\s*$", re.MULTILINE)
 
 
 @dataclass
@@ -338,11 +339,11 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
     explicit = bool(permutations)
     if not explicit:
         permutations = _all_interleavings(session_steps, path)
-    engines = ["postgres"]
+    engines = [Engine.POSTGRES.value]
     m = _ENGINES.search(text)
     if m:
         engines = [e.strip() for e in m.group(1).split(",") if e.strip()]
-        bad = [e for e in engines if e not in ("postgres", "mysql")]
+        bad = [e for e in engines if e not in SINGLE_ENGINES]
         if bad or not engines:
             raise ScenarioError(path, text[: m.start()].count("\n") + 1, f"unknown engine in '# engines:': {', '.join(bad)}")
     stem = name or (Path(path).stem if path != "<input>" else "spec")

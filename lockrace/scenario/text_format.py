@@ -45,8 +45,8 @@ import re
 from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
-from .model import (ENGINES, FLAVORS, LOCK_KINDS, OUTCOMES, TOPOLOGIES, TXN_STATES, AcrossSteps, Expectation, Scenario,
-                    Step, TimeBound)
+from ..registry import CLUSTER_ENGINES, ENGINE_NAMES as ENGINES, FLAVORS, Family, Flavor, engine as engine_spec
+from .model import LOCK_KINDS, OUTCOMES, TXN_STATES, AcrossSteps, Expectation, Scenario, Step, TimeBound
 
 HEADER_KEYS = ("title", "engines", "nodes", "source", "lesson", "setup", "teardown")
 EXPECT_KEYS = {
@@ -319,12 +319,12 @@ class _Parser:
             if not step.variants:
                 continue
             for engine in self.scenario.engines:
-                base = "postgres" if engine in ("postgres", "postgres-standby") else "mysql"
-                flavors = ["postgres"] if base == "postgres" else ["mariadb", "mysql8"]
+                postgres = engine_spec(engine).family == Family.POSTGRES
+                flavors = [Flavor.POSTGRES] if postgres else [Flavor.MARIADB, Flavor.MYSQL8]
                 for flavor in flavors:
                     if step.sql_for(flavor) is None:
                         raise self.error(step.line, f"step {step.name} has per-engine SQL but none for {flavor}"
-                                                    f" (add {step.session}[{'postgres' if base == 'postgres' else 'mysql'}]> ...;)")
+                                                    f" (add {step.session}[{engine_spec(engine).family}]> ...;)")
 
     def _nodes(self, block: str, lineno: int) -> dict[str, str]:
         """``A=node1 B=node1 C=node2`` (spaces or commas between pairs)."""
@@ -346,18 +346,19 @@ class _Parser:
         if not sc.nodes:
             return
         line = getattr(self, "nodes_line", None)
-        clusters = [e for e in sc.engines if e in TOPOLOGIES]
+        clusters = [e for e in sc.engines if e in CLUSTER_ENGINES]
         if not clusters:
-            raise self.error(line, f"nodes: applies to cluster engines ({', '.join(TOPOLOGIES)}), "
+            raise self.error(line, f"nodes: applies to cluster engines ({', '.join(CLUSTER_ENGINES)}), "
                                    f"not {', '.join(sc.engines)}")
         names = set(sc.session_names())
         for session, node in sc.nodes.items():
             if session not in names:
                 raise self.error(line, f"nodes: no session named {session}")
             for engine in clusters:
-                if node not in TOPOLOGIES[engine]:
+                nodes = engine_spec(engine).nodes
+                if node not in nodes:
                     raise self.error(line, f"nodes: {engine} has no node {node!r} "
-                                           f"(its nodes: {', '.join(TOPOLOGIES[engine])})")
+                                           f"(its nodes: {', '.join(nodes)})")
 
     def _check_references(self) -> None:
         count = len(self.scenario.steps)

@@ -7,54 +7,20 @@ either started privately by lockrace (no setup; stopped and removed on exit,
 on signals too) or given as DSNs of an existing cluster, one per node in node
 order: ``--galera DSN1,DSN2`` / ``LOCKRACE_GALERA_DSNS``.
 
-Adding a topology: one ``Topology`` entry in ``TOPOLOGIES`` naming its nodes
-(they must match ``scenario.model.TOPOLOGIES``), the single-server engine its
-nodes speak, and ``starter``: "module:function", a blocking function
-returning a started ``Cluster`` (it must stop whatever it started if it
-fails).  Optional ``hooks`` ("module:function") returns a ``ClusterHooks``
-that the cluster backend calls (see backends/cluster.py).
+What a topology is (its nodes, label, flag, environment variable, family)
+is the registry's (lockrace/registry.py); how a private cluster is started
+is servers/choose.py's ``STARTERS``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..registry import Family, TopologyName, cluster_engine
 from .target import DsnError, Target, parse_mysql_dsn, redact, sandbox_name
-
-
-@dataclass(frozen=True)
-class Topology:
-    name: str  # galera | postgres-standby
-    label: str  # "MariaDB Galera", "PostgreSQL primary + hot standby"
-    engine: str  # the single-server engine every node speaks: mysql | postgres
-    nodes: tuple[str, ...]
-    env: str  # environment variable with the DSNs of an existing cluster
-    flag: str  # command-line flag with the same
-    starter: str  # "module:function" -> Cluster (blocking)
-    hooks: str = ""  # "module:function" -> ClusterHooks (see backends/cluster.py)
-    needs: str = ""  # what a private cluster needs on the machine, for error messages
-
-
-TOPOLOGIES: dict[str, Topology] = {
-    "galera": Topology(
-        "galera", "MariaDB Galera", "mysql", ("node1", "node2"), "LOCKRACE_GALERA_DSNS", "--galera",
-        "lockrace.servers.galera:start_galera", "lockrace.backends.galera:hooks",
-        needs="mariadbd and the galera-4 provider (apt-get install mariadb-server galera-4 rsync)",
-    ),
-    "postgres-standby": Topology(
-        "postgres-standby", "PostgreSQL primary + hot standby", "postgres", ("primary", "standby"),
-        "LOCKRACE_STANDBY_DSNS", "--standby", "lockrace.servers.pg_standby:start_standby", "lockrace.backends.pg_standby:hooks",
-    ),
-}
-
-
-def load(ref: str) -> Callable:
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 @dataclass
@@ -76,10 +42,6 @@ class Cluster:
     details: dict[str, str] = field(default_factory=dict)
     """Private clusters: what was started, for benchmarks and the README (ports, SST method, ...)."""
     server = None
-
-    @property
-    def engine(self) -> str:
-        return self.topology
 
     @property
     def owned(self) -> bool:
@@ -108,35 +70,34 @@ class Cluster:
 _DSN_SPLIT = re.compile(r",\s*(?=(?:mysql|mariadb|postgres|postgresql)://)")
 
 
-def cluster_target(topology: str, dsns: str | None) -> Cluster:
-    """The cluster for ``topology``: from DSNs (flag, then env var) or started privately."""
-    topo = TOPOLOGIES[topology]
-    dsns = dsns or os.environ.get(topo.env) or None
+def cluster_target(topology: str, dsns: str | None, start: Callable[[], Cluster] | None = None) -> Cluster:
+    """The cluster for ``topology``: from DSNs (flag, then env var), else ``start()`` (blocking:
+    it starts a private cluster and stops whatever it started if it fails)."""
+    spec = cluster_engine(topology)
+    dsns = dsns or os.environ.get(spec.env) or None
     if dsns is None:
-        try:
-            starter = load(topo.starter)
-        except (ImportError, AttributeError):
+        if start is None:
             from .process import ServerStartError
 
-            raise ServerStartError(f"lockrace cannot start a private {topo.label} cluster;"
-                                   f" give the nodes' DSNs with {topo.flag} or {topo.env}") from None
-        return starter()
+            raise ServerStartError(f"lockrace cannot start a private {spec.label} cluster;"
+                                   f" give the nodes' DSNs with {spec.flag} or {spec.env}")
+        return start()
     parts = [p.strip() for p in _DSN_SPLIT.split(dsns.strip()) if p.strip()]
-    if len(parts) != len(topo.nodes):
+    if len(parts) != len(spec.nodes):
         raise DsnError(
-            f"{topo.flag} needs {len(topo.nodes)} DSNs, one per node ({', '.join(topo.nodes)}), comma-separated;"
+            f"{spec.flag} needs {len(spec.nodes)} DSNs, one per node ({', '.join(spec.nodes)}), comma-separated;"
             f" got {len(parts)}: {redact(dsns)}"
         )
     sandbox = sandbox_name()
     nodes: dict[str, Target] = {}
-    for node, dsn in zip(topo.nodes, parts):
-        if topo.engine == "mysql":
+    for node, dsn in zip(spec.nodes, parts):
+        if spec.family == Family.MYSQL:
             if not dsn.startswith(("mysql://", "mariadb://")):
-                raise DsnError(f"{topo.flag}: {node} needs a mysql:// DSN, got {redact(dsn)}")
+                raise DsnError(f"{spec.flag}: {node} needs a mysql:// DSN, got {redact(dsn)}")
             nodes[node] = Target("mysql", "DSN", mysql_kwargs=parse_mysql_dsn(dsn), sandbox=sandbox)
         else:
             if not dsn.startswith(("postgres://", "postgresql://")):
-                raise DsnError(f"{topo.flag}: {node} needs a postgresql:// DSN, got {redact(dsn)}")
+                raise DsnError(f"{spec.flag}: {node} needs a postgresql:// DSN, got {redact(dsn)}")
             nodes[node] = Target("postgres", "DSN", conninfo=dsn, sandbox=sandbox,
-                                 hot_standby=(topology == "postgres-standby" and node == "standby"))
+                                 hot_standby=(spec.topology == TopologyName.POSTGRES_STANDBY and node == "standby"))
     return Cluster(topology, "DSN", nodes)

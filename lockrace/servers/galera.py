@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pymysql
 
+from ..registry import TopologyName
 from .cluster import Cluster
 from .private_mysql import PrivateMySQL
 from .process import ServerStartError
@@ -160,7 +161,7 @@ def start_galera(timeout: float = 120.0) -> Cluster:
     startup = time.perf_counter() - t0
     nodes = {n.name: Target("mysql", "private", mysql_kwargs=n.connect_kwargs(), server=n) for n in started}
     return Cluster(
-        "galera", "private", nodes, stoppers=[n.stop for n in reversed(started)], startup_s=startup,
+        TopologyName.GALERA, "private", nodes, stoppers=[n.stop for n in reversed(started)], startup_s=startup,
         details={"provider": str(provider), "sst": "rsync", "user": started[0].user.pw_name if started[0].user else "",
                  **{f"{n.name} ports": ", ".join(f"{k} {v}" for k, v in n.ports.items()) for n in started}},
     )

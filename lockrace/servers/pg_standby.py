@@ -32,6 +32,7 @@ from pathlib import Path
 
 import psycopg
 
+from ..registry import TopologyName
 from .embedded_postgres import EmbeddedPostgres
 from .process import ServerStartError, _die_with_parent, as_user
 
@@ -262,5 +263,5 @@ def start_standby(pair: StandbyPair | None = None):
         "hot_standby_feedback": STANDBY_SETTINGS["hot_standby_feedback"],
         **{k: f"{v:.3f} s" for k, v in pair.timings.items()},
     }
-    return Cluster("postgres-standby", "private", nodes, stoppers=[pair.stop],
+    return Cluster(TopologyName.POSTGRES_STANDBY, "private", nodes, stoppers=[pair.stop],
                    startup_s=pair.timings["total_s"], details=details)

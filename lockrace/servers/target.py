@@ -17,10 +17,11 @@ import secrets
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..registry import ENGINES, Engine
 from .process import PrivateServer
 
-PG_ENV = "LOCKRACE_PG_DSN"
-MYSQL_ENV = "LOCKRACE_MYSQL_DSN"
+PG_ENV = ENGINES[Engine.POSTGRES].env
+MYSQL_ENV = ENGINES[Engine.MYSQL].env
 SANDBOX_ENV = "LOCKRACE_SANDBOX"
 DEFAULT_SANDBOX = "lockrace"
 
@@ -31,7 +32,7 @@ class DsnError(Exception):
 
 @dataclass
 class Target:
-    engine: str  # postgres | mysql
+    family: str  # postgres | mysql (registry.Family: the driver and the SQL it speaks)
     origin: str  # "embedded", "private" or "DSN"
     conninfo: str = ""  # PostgreSQL conninfo / URI
     mysql_kwargs: dict = field(default_factory=dict)
@@ -45,12 +46,17 @@ class Target:
     and meant to be.  Any other PostgreSQL target found in recovery is refused."""
 
     @property
+    def engine(self) -> str:
+        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
+        return self.family
+
+    @property
     def owned(self) -> bool:
         return self.server is not None
 
     def describe(self) -> str:
         """Where the server is, without any password."""
-        if self.engine == "postgres":
+        if self.family == "postgres":
             return redact(self.conninfo)
         kw = self.mysql_kwargs
         where = kw.get("unix_socket") or f"{kw.get('host', 'localhost')}:{kw.get('port', 3306)}"

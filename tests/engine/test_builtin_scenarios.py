@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lockrace.engine.race import Race
 from lockrace.engine.runner import ScenarioRunner
+from lockrace.runtime.races import new_race
 from lockrace.scenario.library import builtin_paths, load
 
 CASES = [(p, e) for p in builtin_paths() for e in load(p).engines]
@@ -20,9 +20,8 @@ def test_library_is_not_empty():
 @pytest.mark.parametrize("path,engine", CASES, ids=[f"{p.stem}-{e}" for p, e in CASES])
 async def test_builtin_scenario_verifies(path, engine, backend):
     scenario = load(path)
-    topology = getattr(backend, "topology", None)  # a cluster: sessions sit on the scenario's nodes
-    placement = scenario.placement(topology) if topology else None
-    race = await Race(backend, scenario.session_names(), placement=placement).open()
+    race, _ = new_race(backend, scenario)  # a cluster: sessions sit on the scenario's nodes
+    await race.open()
     try:
         runner = ScenarioRunner(race, scenario, step_timeout=15)
         report = await runner.run()

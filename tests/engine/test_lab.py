@@ -5,11 +5,11 @@ does, and nowait < bounded < default)."""
 
 from __future__ import annotations
 
-import argparse
 
 import pytest
 
 from lockrace.lab.cli import cmd_bench
+from lockrace.runtime.options import BenchOptions
 from lockrace.lab.holder_waiter import HolderWaiterLab
 from lockrace.lab.modes import LabError, make_config
 from lockrace.lab.overhead import OverheadBench
@@ -121,7 +121,6 @@ def test_defaults_per_engine():
 
 
 def test_cli_refuses_before_starting_a_server(capsys):
-    args = argparse.Namespace(engine="postgres", runs=30, hold_ms=100, budget_ms=100, modes=None,
-                              overhead=False, json=False, pg=None, mysql=None)
+    args = BenchOptions(engine="postgres", runs=30, hold_ms=100, budget_ms=100, modes=None, overhead=False, json=False)
     assert cmd_bench(args) == 2
     assert "must outlast the bounded wait" in capsys.readouterr().err

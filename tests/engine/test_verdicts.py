@@ -185,7 +185,7 @@ async def test_mariadb_detects_a_wait_soon_after_a_preceding_statement(mysql_bac
     # them as SELECT 1 starts hid B's wait for ~100 ms.  Read once, 5 ms after the send.
     import asyncio
 
-    from lockrace.engine.events import StatementBlocked
+    from lockrace.core.events import StatementBlocked
 
     await mysql_backend.reset_sandbox()
     await mysql_backend.run_admin(["CREATE TABLE det (id int PRIMARY KEY, v int) ENGINE=InnoDB",

@@ -21,14 +21,16 @@ from psycopg.conninfo import make_conninfo
 from lockrace.backends import open_backend
 from lockrace.backends import sandbox as sandbox_mod
 from lockrace.isolation.cli import run_specs
+from lockrace.runtime.options import RunOptions, ServerChoice
 from lockrace.scenario.spec_format import parse_spec, read_spec
 
 
-def _args(**kw) -> Namespace:
-    base = dict(engine=None, pg=None, mysql=None, galera=None, standby=None, expected=None, step_timeout=30.0,
-                format="transcript")
+def _args(**kw) -> RunOptions:
+    """What ``lockrace run`` would pass: the DSN flags (pg, mysql, galera, standby) and the options."""
+    flags = {name: kw.pop(name, None) for name in ("pg", "mysql", "galera", "standby")}
+    base = dict(engine=None, expected=None, step_timeout=30.0, format="transcript")
     base.update(kw)
-    return Namespace(**base)
+    return RunOptions(**base, servers=ServerChoice.from_flags(Namespace(**flags)))
 
 
 def _spec(tmp_path, text: str, name: str = "t"):

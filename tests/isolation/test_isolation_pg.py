@@ -9,7 +9,6 @@ small specs of our own.
 
 from __future__ import annotations
 
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -209,8 +208,10 @@ async def test_run_specs_compares_and_reports(tmp_path, pg_server, capfdbinary, 
 
     folder = UPSTREAM
     spec = read_spec(folder / "specs" / "nowait.spec")
-    args = Namespace(engine=None, pg=pg_server.conninfo, mysql=None, expected=str(folder / "expected"),
-                     step_timeout=30.0, format="transcript")
+    from lockrace.runtime.options import RunOptions, ServerChoice
+
+    args = RunOptions(engine=None, expected=str(folder / "expected"), step_timeout=30.0, format="transcript",
+                      servers=ServerChoice({"postgres": pg_server.conninfo}))
     assert await run_specs([spec], args) == 0
     out, err = capfdbinary.readouterr()
     assert out == (folder / "expected" / "nowait.out").read_bytes()

@@ -58,10 +58,10 @@ def mysql_server():
 @pytest.fixture(scope="session")
 def galera_cluster():
     """A private 2-node MariaDB Galera cluster (or LOCKRACE_GALERA_DSNS), once per session."""
-    from lockrace.servers.cluster import cluster_target
+    from lockrace.servers.choose import target_for
 
     try:
-        cluster = cluster_target("galera", None)
+        cluster = target_for("galera", None)
     except ServerStartError as exc:
         _unavailable("MariaDB Galera", exc)
     yield cluster

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from lockrace.registry import SINGLE_ENGINES
 from lockrace.scenario.library import builtin_paths, load
 from witness_harness import compare_scenario
 
-ENGINES = ("postgres", "mysql")  # single servers; the cluster scenarios have their own engines
+ENGINES = SINGLE_ENGINES  # single servers; the cluster scenarios have their own engines
 CASES = [(p, e) for p in builtin_paths() for e in load(p).engines if e in ENGINES]
 
 # What legitimately differs run to run, by scenario and step number, with the reason.

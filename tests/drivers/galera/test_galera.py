@@ -217,11 +217,11 @@ def own_galera():
     """A cluster of this test's own, which it may damage (never the session-wide one)."""
     from support.flavor import _unavailable
 
-    from lockrace.servers.cluster import cluster_target
+    from lockrace.servers.choose import target_for
     from lockrace.servers.process import ServerStartError
 
     try:
-        cluster = cluster_target("galera", None)
+        cluster = target_for("galera", None)
     except ServerStartError as exc:
         _unavailable("MariaDB Galera", exc)
     yield cluster
