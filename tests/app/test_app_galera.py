@@ -4,10 +4,15 @@ certification conflict shows as its own badge (real cluster, pilot-driven)."""
 
 from __future__ import annotations
 
+import pytest
+
+from support.app import badge, running_app, until
+
 from lockrace.app.timeline import render_timeline
 from lockrace.scenario.library import resolve
 
-from support.app import badge, running_app, until
+# also a galera test: pytest -m galera selects it with tests/drivers/galera
+pytestmark = pytest.mark.galera
 
 
 async def test_free_form_galera_panels_name_their_nodes(galera_cluster):

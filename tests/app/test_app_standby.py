@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
+import pytest
 from support.app import badge, enter, finished, running_app, until
 
 from lockrace.servers.pg_standby import start_standby
+
+# also a standby test: pytest -m standby selects it with tests/drivers/standby
+pytestmark = pytest.mark.standby
 
 
 async def test_app_on_primary_and_standby(pg_standby_pair):

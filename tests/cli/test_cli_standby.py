@@ -10,7 +10,11 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 from support.cli import LiveRun, lockrace_env, processes_mentioning, run_lockrace, server_tmp  # noqa: F401
+
+# also a standby test: pytest -m standby selects it with tests/drivers/standby
+pytestmark = pytest.mark.standby
 
 
 def _postmaster_pids(tmp: Path) -> list[int]:
