@@ -459,7 +459,7 @@ def mariadb_without_mdl_info():
     try:
         server = NoPlugin()
     except ServerStartError as exc:
-        from support.flavor import _unavailable
+        from support.servers import _unavailable
         _unavailable("MariaDB", exc)
     assert server.flavor == "mariadb"  # (mariadb_only: MySQL has performance_schema.metadata_locks)
     server.start()

@@ -215,7 +215,7 @@ async def test_causal_wait_is_reported_blocked_with_its_own_budget(galera_backen
 @pytest.fixture
 def own_galera():
     """A cluster of this test's own, which it may damage (never the session-wide one)."""
-    from support.flavor import _unavailable
+    from support.servers import _unavailable
 
     from lockrace.servers.choose import target_for
     from lockrace.servers.process import ServerStartError
