@@ -17,6 +17,7 @@ from .exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, IN
 
 if TYPE_CHECKING:
     from .runtime.options import RunOptions
+    from .scenario.model import Scenario
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
@@ -198,13 +199,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _run_headless(args)
         if args.command == "locks":
-            from .locks.cli import cmd_locks
+            from .locks.cli import LocksOptions, cmd_locks
 
-            return cmd_locks(args)
+            return cmd_locks(LocksOptions(engine=args.engine, watch=args.watch, interval=args.interval,
+                                          json=args.json, servers=_servers(args)))
         if args.command == "rehearse":
-            from .rehearse.cli import cmd_rehearse
+            from .rehearse.cli import RehearseOptions, cmd_rehearse
 
-            return cmd_rehearse(args)
+            return cmd_rehearse(RehearseOptions(
+                migration=args.migration, engine=args.engine, setup=args.setup, workload=args.workload,
+                keys=args.keys, clients=args.clients, duration=args.duration, hold_ms=args.hold_ms,
+                policies=args.policies, json=args.json, servers=_servers(args)))
         if args.command == "bench" and args.runs is None:
             args.runs = 3 if args.cluster else 30
         if args.command == "bench" and args.cluster:
@@ -310,6 +315,7 @@ async def cmd_run(names: list[str], options: RunOptions) -> int:
     """``lockrace run``: ``names`` (built-ins, .race or .spec files) with ``options`` (a RunOptions)."""
     from .scenario.errors import ScenarioError
     from .scenario.library import resolve
+    from .scenario.model import ScenarioKind
     from .backends.base import ConnectError
 
     guard = options.interrupt
@@ -324,7 +330,7 @@ async def cmd_run(names: list[str], options: RunOptions) -> int:
     except ScenarioError as exc:
         print(f"lockrace: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
-    specs = [s for s in scenarios if s.kind == "isolation-spec"]
+    specs = [s for s in scenarios if s.kind == ScenarioKind.ISOLATION_SPEC]
     if specs:
         if len(specs) != len(scenarios):
             print("lockrace: give isolation .spec files and scenarios in separate runs", file=sys.stderr)
@@ -332,7 +338,7 @@ async def cmd_run(names: list[str], options: RunOptions) -> int:
         from .isolation.cli import run_specs
 
         return await run_specs(specs, options)
-    plan = []
+    plan: list[tuple[Scenario, str]] = []
     for sc in scenarios:
         engines = [options.engine] if options.engine else sc.engines
         if options.engine and options.engine not in sc.engines:
@@ -417,7 +423,7 @@ def _say(text: str) -> None:
 
 
 def _first_line(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) == 2 and isinstance(args[0], int):  # a MySQL-family error: (errno, message)
         return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()

@@ -42,12 +42,13 @@ class ExitGuard:
         self.fired = False
         self.stoppers: list = []  # objects with stop_now(): servers to stop in any case
         self._once = threading.Lock()
-        self._termios = None
-        if terminal:
+        self._termios: list | None = None
+        stdin = sys.__stdin__  # None when Python runs without one
+        if terminal and stdin is not None:
             with contextlib.suppress(Exception):
                 import termios
 
-                self._termios = termios.tcgetattr(sys.__stdin__.fileno())
+                self._termios = termios.tcgetattr(stdin.fileno())
 
     def install(self, loop, task) -> None:
         """``lockrace run``: the signals cancel ``task`` on ``loop`` and start the watchdog."""
@@ -100,7 +101,8 @@ class ExitGuard:
                     if os.isatty(fd):
                         os.write(fd, _TERMINAL_RESET)
                         break
-                termios.tcsetattr(sys.__stdin__.fileno(), termios.TCSANOW, self._termios)
+                if sys.__stdin__ is not None:
+                    termios.tcsetattr(sys.__stdin__.fileno(), termios.TCSANOW, self._termios)
         with contextlib.suppress(Exception):
             sys.stdout.flush()
         with contextlib.suppress(Exception):

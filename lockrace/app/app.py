@@ -21,7 +21,9 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.containers import Container, Grid, VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Header, Static
 
@@ -30,10 +32,11 @@ from ..core.events import Event, ServerNote, StatementBlocked, StatementFinished
 from ..core.serverwide import dialect_of, refuse_server_wide, server_wide
 from ..engine.lock_graph import deadlock_cycle, lock_graph
 from ..engine.race import Race, SessionBusy
-from ..engine.scheduler import Entry
+from ..engine.scheduler import Entry, EntryKind
 from ..render.transcript import names_text
 from ..scenario.library import builtins
-from ..scenario.model import Scenario
+from ..scenario.model import Scenario, ScenarioKind, Step
+from ..servers.cluster import Cluster
 from ..servers.target import Target
 from .help_screen import HelpScreen
 from .completion import SandboxNames
@@ -112,7 +115,7 @@ def free_form(engine: str) -> Scenario:
 
 def session_names(scenario: Scenario | None) -> list[str]:
     """The race's sessions: an isolation spec's own (s1, s2, ...), otherwise A-D plus any others a scenario uses."""
-    if scenario is not None and scenario.kind == "isolation-spec":
+    if scenario is not None and scenario.kind == ScenarioKind.ISOLATION_SPEC:
         return scenario.session_names()
     names = list(SESSION_NAMES)
     for name in scenario.session_names() if scenario is not None else []:
@@ -174,7 +177,7 @@ class LockraceApp(App[int]):
         scenario: Scenario | None = None,
         pg: str | None = None,
         mysql: str | None = None,
-        targets: dict[str, Target] | None = None,
+        targets: dict[str, Target | Cluster] | None = None,
         pending: dict | None = None,
         servers: ServerChoice | None = None,
         save_dir: Path | None = None,
@@ -464,7 +467,7 @@ class LockraceApp(App[int]):
             self.sub_title = f"no server · engine: {engine}"
             return
         wide = scenario.server_wide(engine) if scenario is not None and not self._owned(engine) else None
-        if wide:
+        if wide and scenario is not None:
             self.notify(refuse_server_wide(scenario.name, wide), severity="error")
             scenario = None  # the free-form sandbox instead
         names = session_names(scenario)
@@ -530,7 +533,8 @@ class LockraceApp(App[int]):
 
     def _on_race_event(self, event: Event) -> None:
         if isinstance(event, ServerNote):
-            severity = {"error": "error", "warning": "warning"}.get(event.level, "information")
+            severity: SeverityLevel = "error" if event.level == "error" else \
+                "warning" if event.level == "warning" else "information"
             self.notify(event.text, severity=severity)
             return
         panel = self.panels.get(event.session)
@@ -591,19 +595,19 @@ class LockraceApp(App[int]):
 
     # ------------------------------------------------------------ scenario
     def _on_entry(self, entry: Entry) -> None:
-        if entry.kind == "note":
+        if entry.kind == EntryKind.NOTE:
             step = self.player.current if self.player is not None else None
             for line in entry.text.splitlines():
                 if step is not None:
                     self._write(step.session, f"-- {line}", themed("italic $lr-note"))
-        elif entry.kind == "launch":
+        elif entry.kind == EntryKind.LAUNCH:
             # the hint says the step runs (it no longer offers F5 for it); drawn after the statement is on its way
             self.call_later(self._show_in_progress, entry.record, None)
-        elif entry.kind == "blocked" and entry.record is not None:
+        elif entry.kind == EntryKind.BLOCKED and entry.record is not None:
             self.call_later(self._show_in_progress, entry.record, entry)
-        elif entry.kind in ("finish", "problem") and entry.record is not None:
+        elif entry.kind in (EntryKind.FINISH, EntryKind.PROBLEM) and entry.record is not None:
             rec = entry.record
-            if entry.kind == "finish":
+            if entry.kind == EntryKind.FINISH:
                 lines = self._verdict(rec)
             else:
                 lines = [(f"✗ step {rec.step.name}: {entry.text}", themed("bold $lr-failure"))]
@@ -636,7 +640,7 @@ class LockraceApp(App[int]):
         for log in self.logs.values():
             log.next_text = None
         for panel in self.panels.values():
-            if step is not None and panel.session == step.session:
+            if player is not None and step is not None and panel.session == step.session:
                 first = step.sql.splitlines()[0] if step.sql else ""
                 more = " …" if "\n" in step.sql else ""
                 note = f"\n   {step.note}" if step.note else ""
@@ -650,9 +654,9 @@ class LockraceApp(App[int]):
         """The step being run, in its session's panel, instead of a stale "next, F5" hint: running, or
         waiting on whom (a step the runner waits for keeps F5 busy until it ends)."""
         player = self.player
-        if player is None or rec.result is not None or rec.step is not player.current or not player.busy:
+        step: Step = rec.step
+        if player is None or rec.result is not None or step is not player.current or not player.busy:
             return  # finished already, or the runner moved on (a step that completes later)
-        step = rec.step
         first = step.sql.splitlines()[0] if step.sql else ""
         if blocked is None:
             text = f"⏳ step {rec.index}/{player.total} running: {step.session}> {first}"
@@ -789,7 +793,7 @@ class LockraceApp(App[int]):
         engine = self.engine if scenario.runs_on(self.engine) else scenario.engines[0]
         if engine != self.engine:
             self.notify(f"{scenario.name} runs on {', '.join(scenario.engines)}: switching engine.")
-        if scenario.kind == "isolation-spec" and len(scenario.order()) > 1:
+        if scenario.kind == ScenarioKind.ISOLATION_SPEC and len(scenario.order()) > 1:
             def chosen(index: int | None) -> None:
                 self.open_race(engine, scenario, index or 0)
 
@@ -830,7 +834,7 @@ class LockraceApp(App[int]):
 
     # ------------------------------------------------------------ sessions
     def focused_session(self) -> str:
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None:
             if isinstance(node, SessionPanel):
                 return node.session

@@ -156,7 +156,7 @@ class LabScreen(Screen[None]):
         if self.live is not None and self.live.modes:
             self.query_one("#lab-table", Static).update(lab_table(self.live))
             self.query_one("#lab-strips", Static).update(strip_lines(self.live, width))
-        notes = lab_notes(self.live) if self.result is not None else []
+        notes = lab_notes(self.live) if self.result is not None and self.live is not None else []
         if self.error:
             notes.append(f"stopped: {self.error}")
         elif self.result is None:

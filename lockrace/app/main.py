@@ -12,12 +12,13 @@ from ..scenario.errors import ScenarioError
 from ..scenario.library import resolve
 from ..registry import Engine
 from ..runtime.options import ServerChoice
+from ..servers.cluster import Cluster
 from ..servers.target import PG_ENV, Target, standby_refusal
 from .palette import COLOURS_ENV, read_overrides
 
 
 def run_app(engine: str, scenario: str | None, servers: ServerChoice | None = None,
-            targets: dict[str, Target] | None = None) -> int:
+            targets: dict[str, Target | Cluster] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
     servers = servers or ServerChoice()
     colours = None

@@ -13,7 +13,7 @@ from typing import Callable
 
 from ..engine.race import Race
 from ..engine.scheduler import Entry, Scheduler
-from ..scenario.model import PermutationEntry, Scenario, Step
+from ..scenario.model import PermutationEntry, Scenario, ScenarioKind, Step
 
 
 def permutation_text(perm: list[PermutationEntry]) -> str:
@@ -35,7 +35,7 @@ class Player:
                  step_timeout: float = 15.0, permutation: int = 0):
         self.race = race
         self.scenario = scenario
-        self.is_spec = scenario.kind == "isolation-spec"
+        self.is_spec = scenario.kind == ScenarioKind.ISOLATION_SPEC
         self.scheduler = Scheduler(race, scenario, step_timeout=step_timeout, on_entry=on_entry)
         perms = scenario.order()
         self.permutation = permutation if 0 <= permutation < len(perms) else 0

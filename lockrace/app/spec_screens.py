@@ -35,7 +35,7 @@ class PermutationPicker(ModalScreen[int | None]):
             options = []
             for i, perm in enumerate(perms):
                 label = Text.assemble((f"{i + 1:>{width}}  ", themed("bold $lr-muted")), (permutation_text(perm), "bold"))
-                sessions = []
+                sessions: list[str] = []
                 for entry in perm:
                     session = self.scenario.step(entry.step).session
                     if not sessions or sessions[-1] != session:

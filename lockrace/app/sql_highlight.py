@@ -43,7 +43,7 @@ def sql_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of what is coloured, kind one of STYLES's keys."""
     out = []
     for m in _TOKEN.finditer(text):
-        kind = m.lastgroup
+        kind = m.lastgroup or ""  # every alternative of _TOKEN is a named group
         if kind == "word":
             if m.group().upper() not in KEYWORDS:
                 continue

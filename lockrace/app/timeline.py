@@ -117,9 +117,9 @@ class TimelineModel:
         if isinstance(event, StatementStarted):
             if event.session not in self.lanes:
                 self.lanes.append(event.session)
-            bar = Bar(event.session, event.stmt_id, event.sql, event.t_ns, event.budget)
-            self.bars.append(bar)
-            self._open[event.stmt_id] = bar
+            started = Bar(event.session, event.stmt_id, event.sql, event.t_ns, event.budget)
+            self.bars.append(started)
+            self._open[event.stmt_id] = started
             if len(self.bars) > MAX_BARS:
                 self.bars = [b for b in self.bars[-MAX_BARS:]] + [b for b in self.bars[:-MAX_BARS] if b.running]
         elif isinstance(event, StatementBlocked):
@@ -275,7 +275,7 @@ def lane_label(bar: Bar | None, now: int, room: int = 0, t0: int | None = None) 
         return head + " · " + lock_words(bar.lock, room - cell_len(head) - 3 if room else 0), themed("bold $lr-blocked")
     if state == "running":
         return f"running {seconds(now - bar.start_ns)}", themed("$lr-running")
-    took = seconds(bar.end_ns - bar.start_ns)
+    took = seconds((bar.end_ns if bar.end_ns is not None else now) - bar.start_ns)
     word = OUTCOME_WORDS.get(state, state)
     if state == "skipped":
         whose = f" of {names_text(bar.skipped_from)}" if bar.skipped_from else ""
@@ -309,7 +309,7 @@ def render_timeline(model: TimelineModel, width: int, now: int, view: View | Non
     out = Text(no_wrap=True, overflow="crop")
     for lane in model.lanes:
         cells: list[tuple[str, str]] = [("─", themed("$lr-track"))] * area
-        markers: list[tuple[int, str]] = []
+        markers: list[tuple[int, str] | tuple[int, str, str]] = []  # (x, style) or (x, character, style)
         for bar in visible:
             if bar.session != lane:
                 continue

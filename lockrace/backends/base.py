@@ -8,12 +8,14 @@ Textual and never decide anything from elapsed time.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..core.events import Budget, LockInfo, StatementResult
+from ..core.states import TxnState
 from ..core.sqltext import NAME, NUMBER, OP, WORD, has_call, try_statements
 from ..registry import TopologyName
 
@@ -51,9 +53,14 @@ class RowLockHolders:
 
 class SessionConnection(ABC):
     ident: int = 0  # backend pid / connection id
-    closed: bool = False
 
-    def send(self, sql: str, on_answer: Callable[[StatementResult, bool], None] | None = None) -> object | None:
+    @property
+    def closed(self) -> bool:
+        """True once the connection is gone (the server ended it, or it was closed)."""
+        return False
+
+    def send(self, sql: str,
+             on_answer: Callable[[StatementResult, bool], None] | None = None) -> asyncio.Future | None:
         """Send ``sql`` at once, from the caller's thread, without waiting for the
         server (a driver that can queue a query without blocking); ``execute`` then
         reads its answer.  None: not sent here, ``execute`` sends it.  ``on_answer``:
@@ -65,16 +72,16 @@ class SessionConnection(ABC):
         return None
 
     @abstractmethod
-    async def execute(self, sql: str, sent: object | None = None) -> StatementResult:
+    async def execute(self, sql: str, sent: asyncio.Future | None = None) -> StatementResult:
         """Run ``sql`` (one or more statements), or read the answer to it when
         ``send`` already sent it (``sent`` is what ``send`` returned); never raises
         for SQL errors."""
 
     @abstractmethod
-    async def txn_state(self) -> str:
+    async def txn_state(self) -> TxnState:
         """idle, in transaction, failed transaction or closed."""
 
-    def txn_state_now(self) -> str | None:
+    def txn_state_now(self) -> TxnState | None:
         """``txn_state`` when the driver knows it without asking the server (the
         status of the last answer); None: ask with ``txn_state``."""
         return None
@@ -157,6 +164,7 @@ class Backend(ABC):
     topology: str = TopologyName.SINGLE  # a cluster's backend: its topology (registry.py)
     flavor: str  # postgres | mariadb | mysql8
     version: str  # "18.6", "10.11.19"
+    sandbox: str  # lockrace's own schema (PostgreSQL) or database (MySQL family)
     admin_timeout: float = 10.0
     """Seconds any statement lockrace issues for itself (setup, teardown, sandbox)
     may take, lock waits included; ``lockrace run --step-timeout`` sets it."""

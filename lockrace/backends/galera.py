@@ -15,11 +15,15 @@ from __future__ import annotations
 import asyncio
 
 import re
+from typing import TYPE_CHECKING, cast
 
 from ..core.events import Budget, LockInfo, StatementResult
 from ..core.outcome import GALERA_COUNTERS, galera_conflict
 from .base import MonitorConnection, WaitReport
 from .cluster import ClusterBackend, ClusterHooks
+
+if TYPE_CHECKING:
+    from .mysql import MySQLBackend, MySQLMonitor
 
 _COUNTERS_SQL = ("SHOW GLOBAL STATUS WHERE Variable_name IN ("
                  + ", ".join(f"'{c}'" for c in GALERA_COUNTERS) + ")")
@@ -46,13 +50,18 @@ async def status(backend, names: tuple[str, ...]) -> dict[str, str]:
         await asyncio.to_thread(conn.close)
 
 
+def _on_galera(monitor: MonitorConnection) -> MySQLMonitor:
+    """A Galera node's monitor: a MariaDB one (backends/mysql.py)."""
+    return cast("MySQLMonitor", monitor)
+
+
 class GaleraHooks(ClusterHooks):
     async def open_node(self, node: str, target, first: bool):
         await self._check_galera(node, target)  # before anything is created there
         backend = await super().open_node(node, target, first)
         # lockrace reads a session's budgets back after each SET: under the session's own
         # wsrep_sync_wait that read would wait for the node to catch up, like the user's reads
-        backend.budget_prefix = "SET STATEMENT wsrep_sync_wait = 0 FOR "
+        cast("MySQLBackend", backend).budget_prefix = "SET STATEMENT wsrep_sync_wait = 0 FOR "
         return backend
 
     async def _check_galera(self, node: str, target) -> None:
@@ -83,17 +92,19 @@ class GaleraHooks(ClusterHooks):
         if ready != "ON":
             raise ConnectError(f"{node} at {target.describe()} is not ready for queries (wsrep_ready is {ready or 'unknown'})")
 
-    async def node_opened(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection) -> None:
+    async def node_opened(self, cluster: ClusterBackend, node: str, node_monitor: MonitorConnection) -> None:
+        monitor = _on_galera(node_monitor)
         try:
             monitor.galera_seen = await read_counters(monitor)
         except Exception:  # without a baseline, a 1213 stays what the message says
             monitor.galera_seen = None
 
-    async def refine(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection,
+    async def refine(self, cluster: ClusterBackend, node: str, node_monitor: MonitorConnection,
                      result: StatementResult, sql: str) -> None:
         if result.code != "1213":
             return
-        before = getattr(monitor, "galera_seen", None)
+        monitor = _on_galera(node_monitor)
+        before = monitor.galera_seen
         now = await read_counters(monitor)
         monitor.galera_seen = now  # each cluster failure is counted for one 1213 only
         if before is None:
@@ -103,7 +114,7 @@ class GaleraHooks(ClusterHooks):
             result.outcome = "certification_conflict"
             result.conflict = why
 
-    async def waits(self, cluster: ClusterBackend, node: str, monitor: MonitorConnection, idents: list[int],
+    async def waits(self, cluster: ClusterBackend, node: str, node_monitor: MonitorConnection, idents: list[int],
                     reports: dict) -> dict:
         """A read under wsrep_sync_wait waits, before it starts executing, until its node has
         applied every write the cluster committed before it.  InnoDB's lock views do not show
@@ -113,6 +124,7 @@ class GaleraHooks(ClusterHooks):
         missing = [int(i) for i in idents if i not in reports]
         if not missing:
             return reports
+        monitor = _on_galera(node_monitor)
         ids = ",".join(str(i) for i in missing)
         rows = await monitor._query(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({ids})"
                                     " AND COMMAND = 'Query' AND STATE = 'starting'")

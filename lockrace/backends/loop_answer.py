@@ -22,7 +22,7 @@ class SocketWatch:
     """Mixin for a session: ``_reading`` is the answer the loop reads (or None)."""
 
     def _init_watch(self) -> None:
-        self._reading = None  # an answer being read on the loop
+        self._reading: LoopAnswer | None = None  # an answer being read on the loop
         self._watch_loop: asyncio.AbstractEventLoop | None = None  # the loop that has a reader on the socket
         self._watch_fd = -1
         self._arrival_fd = -1  # the socket whose arrivals are noted (see arrival.py)
@@ -132,12 +132,21 @@ class LoopAnswer:
         self.future: asyncio.Future = loop.create_future()
         keep_awake(loop, self.future)  # (after the send: the server has the statement already)
 
+    def readable(self) -> None:
+        """The session's socket turned readable: read what is there."""
+        raise NotImplementedError
+
+    def abandon(self) -> None:
+        """The session closes while its answer is still awaited."""
+        raise NotImplementedError
+
     def _from_thread(self, rest: asyncio.Future) -> None:
         """The session's thread read the rest of the answer."""
         if rest.cancelled() or self.future.done():
             return
-        if rest.exception() is not None:
-            self.future.set_exception(rest.exception())
+        error = rest.exception()
+        if error is not None:
+            self.future.set_exception(error)
         else:
             self._settle(rest.result())
 

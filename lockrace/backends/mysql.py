@@ -32,6 +32,7 @@ from ..core import prepared as prepared_mod
 from ..core.sqltext import try_statements, words
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
 from ..core.outcome import MYSQL_CONNECTION_ERRORS, classify_mysql
+from ..core.states import TxnState
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
@@ -206,7 +207,7 @@ def _count_rest(cur) -> int:
 
 
 def _error_parts(exc: Exception) -> tuple[int | None, str]:
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) >= 2 and isinstance(args[0], int):
         return args[0], str(args[1])
     return None, str(exc) or type(exc).__name__
@@ -415,7 +416,7 @@ class MySQLSession(SocketWatch, SessionConnection):
             self._worker = SessionThread(f"lockrace-{self.name}")
         return self._worker
 
-    async def execute(self, sql: str, sent: object | None = None) -> StatementResult:
+    async def execute(self, sql: str, sent: asyncio.Future | None = None) -> StatementResult:
         if sent is None:
             sent = self._thread().submit(self._execute_refreshed, sql)
         # the answer is read to its end even if the caller stops waiting for it
@@ -424,13 +425,14 @@ class MySQLSession(SocketWatch, SessionConnection):
             self._note_xa(sql, result)
         return result
 
-    async def txn_state(self) -> str:
+    async def txn_state(self) -> TxnState:
         return self.txn_state_now()
 
-    def txn_state_now(self) -> str:
+    def txn_state_now(self) -> TxnState:
         if self.closed:
-            return "closed"
-        return "in transaction" if self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS else "idle"
+            return TxnState.CLOSED
+        in_trans = self.conn.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
+        return TxnState.IN_TRANSACTION if in_trans else TxnState.IDLE
 
     def _budgets(self) -> tuple[Budget, ...]:
         with self._lock:
@@ -527,6 +529,9 @@ def _table_name(raw: str | None) -> str:
 
 
 class MySQLMonitor(MonitorConnection):
+    galera_seen: dict[str, int] | None = None
+    """A Galera node's wsrep counters as last read (backends/galera.py); None: not read."""
+
     def __init__(self, conn: _Connection, flavor: str, sandbox: str, has_mdl_info: bool,
                  own_sessions: set[int] | None = None):
         self.conn = conn
@@ -949,6 +954,10 @@ class MySQLBackend(Backend):
     async def _connect(self, database: str | None = "", role: str = "admin") -> _Connection:
         return await _run(self._connect_sync, self.sandbox if database == "" else database, role)
 
+    def _sweep_and_create(self, conn: _Connection) -> None:
+        self._sweep(conn)
+        self._create(conn)
+
     async def _admin_call(self, conn: _Connection, work):
         """Run ``work`` (blocking, on ``conn``) in a worker thread.  Cancelled, it
         returns at once: the statement is killed on the server from a fresh
@@ -1022,7 +1031,7 @@ class MySQLBackend(Backend):
             await self._ensure_owner()
             conn = await self._connect(None, role="admin")  # now that the flavor (its limits) is known
             try:
-                await self._admin_call(conn, lambda: (self._sweep(conn), self._create(conn)))
+                await self._admin_call(conn, lambda: self._sweep_and_create(conn))
             except BaseException:
                 owner, self.owner = self.owner, None  # the name is not ours after all: let it go
                 if owner is not None:
@@ -1191,7 +1200,7 @@ class MySQLBackend(Backend):
                 time.sleep(sandbox_mod.WATCH_S)
                 again = self._beats(cur, watched)
                 gone |= {name for name, beat in watched.items()
-                         if again.get(name) is not None and again[name][0] == beat[0]}
+                         if (later := again.get(name)) is not None and later[0] == beat[0]}
             return gone
         finally:
             try:

@@ -184,7 +184,7 @@ class LoopRead(LoopAnswer):
         self.outcome_1205: str | None = None
         # what a lock wait timeout would mean, worked out once the loop has slept: not
         # now, while the server needs the CPU for the statement just sent
-        self._ready = loop.call_later(GET_READY_S, self._get_ready)
+        self._ready: asyncio.TimerHandle | None = loop.call_later(GET_READY_S, self._get_ready)
 
     def _get_ready(self) -> None:
         self._ready = None

@@ -24,6 +24,7 @@ from time import perf_counter_ns
 import psycopg
 
 from ..servers.pg_standby import lsn_int, lsn_text
+from ..core.rows import one
 
 _FLUSH_17 = "SELECT pg_logical_emit_message(false, 'lockrace', '', true)"
 
@@ -93,10 +94,12 @@ class ReplayGate:
 
     @classmethod
     async def connect(cls, primary_conninfo: str, standby_conninfo: str) -> "ReplayGate":
-        kwargs = {"autocommit": True, "connect_timeout": 5, "application_name": "lockrace replication"}
-        primary = await psycopg.AsyncConnection.connect(primary_conninfo, **kwargs)
+        app = "lockrace replication"
+        primary = await psycopg.AsyncConnection.connect(primary_conninfo, autocommit=True, connect_timeout=5,
+                                                        application_name=app)
         try:
-            standby = await psycopg.AsyncConnection.connect(standby_conninfo, **kwargs)
+            standby = await psycopg.AsyncConnection.connect(standby_conninfo, autocommit=True, connect_timeout=5,
+                                                            application_name=app)
         except BaseException:
             await primary.close()
             raise
@@ -115,7 +118,7 @@ class ReplayGate:
                 await self.primary.execute("SET LOCAL synchronous_commit = on")
                 await self.primary.execute("SELECT pg_current_xact_id()")
         cur = await self.primary.execute("SELECT pg_current_wal_insert_lsn()::text")
-        insert = lsn_int((await cur.fetchone())[0])
+        insert = lsn_int(one(await cur.fetchone())[0])
         if insert % 8192 in (24, 40):  # just past a page header: replay stops at the page start
             insert -= insert % 8192
         return insert

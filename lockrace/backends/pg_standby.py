@@ -32,6 +32,7 @@ from ..core.serverwide import server_wide
 from .base import ConnectError
 from .cluster import ClusterBackend, ClusterHooks
 from .pg_replication import ReplayGate
+from ..core.rows import one
 
 
 class StandbyHooks(ClusterHooks):
@@ -114,7 +115,7 @@ async def _check_role(node: str, target) -> None:
         return  # the ordinary open reports it, with its own words
     try:
         cur = await conn.execute("SELECT pg_is_in_recovery()")
-        in_recovery = bool((await cur.fetchone())[0])
+        in_recovery = bool(one(await cur.fetchone())[0])
     finally:
         await conn.close()
     where = target.describe()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import re
 from time import perf_counter_ns
+from typing import Any
 
 import anyio.to_thread
 import psycopg
@@ -21,6 +22,7 @@ from psycopg.waiting import Wait
 
 from ..core.events import REPLAY_PROCESS, ROW_LIMIT, STANDBY_BUDGET, Budget, LockInfo, StatementResult
 from ..core.outcome import classify_postgres
+from ..core.states import TxnState
 from ..servers.target import Target, pg_options, redact, standby_refused
 from . import sandbox as sandbox_mod
 from . import arrival
@@ -28,6 +30,7 @@ from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, Sess
 from .loop_answer import LoopAnswer, SocketWatch
 from .queries import query
 from .worker import SessionThread
+from ..core.rows import one
 
 _BUDGET_GUCS = ("lock_timeout", "statement_timeout", "deadlock_timeout", "idle_in_transaction_session_timeout")
 _BUDGETS_SQL = "SELECT " + ", ".join(f"current_setting('{g}')" for g in _BUDGET_GUCS)
@@ -90,8 +93,8 @@ _CHUNK_ROWS = 1000  # rows per message batch while streaming (libpq 17+ chunked 
 _CHUNKED = capabilities.has_stream_chunked()
 _TS = pq.TransactionStatus
 # libpq's transaction status (PQtransactionStatus): UNKNOWN once the connection is bad
-_TXN_STATES = {int(_TS.IDLE): "idle", int(_TS.INTRANS): "in transaction", int(_TS.ACTIVE): "in transaction",
-               int(_TS.INERROR): "failed transaction"}
+_TXN_STATES = {int(_TS.IDLE): TxnState.IDLE, int(_TS.INTRANS): TxnState.IN_TRANSACTION,
+               int(_TS.ACTIVE): TxnState.IN_TRANSACTION, int(_TS.INERROR): TxnState.FAILED_TRANSACTION}
 _SINGLE_TUPLE, _TUPLES_CHUNK, _TUPLES_OK = pq.ExecStatus.SINGLE_TUPLE, pq.ExecStatus.TUPLES_CHUNK, pq.ExecStatus.TUPLES_OK
 
 
@@ -217,17 +220,19 @@ class PostgresSession(SocketWatch, SessionConnection):
             self._worker = SessionThread(f"lockrace-{self.name}")
         return self._worker
 
-    def _execute(self, sql: str, data: bytes, t0: int | None, taken: tuple = ()) -> StatementResult:
-        """On the session's thread: read the answer to ``data``, sent at ``t0`` (None:
+    def _execute(self, sql: str, data: bytes, sent_ns: int | None, taken: tuple = ()) -> StatementResult:
+        """On the session's thread: read the answer to ``data``, sent at ``sent_ns`` (None:
         send it first, here), and time it.  ``taken``: the answer's first results, read
         on the loop before it handed the rest over."""
         results = _Results()
         try:
             try:
-                if t0 is None:
+                if sent_ns is None:
                     self.conn.lock.acquire()
                     t0 = perf_counter_ns()
                     self._start(data)
+                else:
+                    t0 = sent_ns
                 self._stream(results, taken)
             finally:
                 self.conn.lock.release()
@@ -316,12 +321,12 @@ class PostgresSession(SocketWatch, SessionConnection):
             notices=list(self.notices), result_sets=sets,
         )
 
-    async def txn_state(self) -> str:
+    async def txn_state(self) -> TxnState:
         return self.txn_state_now()
 
-    def txn_state_now(self) -> str:
+    def txn_state_now(self) -> TxnState:
         # libpq's own status, as a plain int: this is on the way to a caller (see Race._on_answer)
-        return _TXN_STATES.get(self.conn.pgconn.transaction_status, "closed")
+        return _TXN_STATES.get(self.conn.pgconn.transaction_status, TxnState.CLOSED)
 
     def _budgets(self) -> tuple[Budget, ...]:
         cur = self.conn.cursor()
@@ -329,13 +334,13 @@ class PostgresSession(SocketWatch, SessionConnection):
             # current_setting() costs ~0.1 ms where the pg_settings view costs ~1.3 ms
             # (it builds every GUC): this runs after every SET, COMMIT and error.
             cur.execute(_BUDGETS_SQL)
-            row = cur.fetchone()
+            row = one(cur.fetchone())
             if self.standby is None:
                 cur.execute(_STANDBY_BUDGET_SQL)
-                self.standby = cur.fetchone()[0] is not None
+                self.standby = one(cur.fetchone())[0] is not None
             if self.standby:
                 cur.execute(_STANDBY_BUDGET_SQL)
-                row = (*row, cur.fetchone()[0])
+                row = (*row, one(cur.fetchone())[0])
         except psycopg.Error:
             return ()
         budgets = [Budget(g, _guc_ms(text)) for g, text in zip(_BUDGET_GUCS, row or ())]
@@ -747,7 +752,7 @@ class PostgresBackend(Backend):
         return []
 
     async def _connect(self, app: str, search_path: bool = True, bounded: bool = False) -> psycopg.AsyncConnection:
-        kwargs = {"autocommit": True, "application_name": self._app(app), "connect_timeout": 5}
+        kwargs: dict[str, Any] = {"autocommit": True, "application_name": self._app(app), "connect_timeout": 5}
         options = self._budget_options(app, bounded)
         if search_path:
             options.insert(0, f"-c search_path={self.sandbox}")
@@ -771,13 +776,13 @@ class PostgresBackend(Backend):
             self.version = raw.split()[0] if raw else str(conn.info.server_version)
             self.server_version = conn.info.server_version
             cur = await conn.execute("SELECT pg_is_in_recovery()")
-            self.in_recovery = bool((await cur.fetchone())[0])
+            self.in_recovery = bool(one(await cur.fetchone())[0])
             if self.in_recovery and not self.target.hot_standby:
                 raise ConnectError(standby_refused(self.target.describe()))
             if self.in_recovery:
                 # a hot standby is read-only: the sandbox comes from its primary by replication
                 cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")
-                self.have_pgrowlocks = bool((await cur.fetchone())[0])
+                self.have_pgrowlocks = bool(one(await cur.fetchone())[0])
                 return self
             if self.target.owned:
                 await conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.sandbox)))
@@ -788,7 +793,7 @@ class PostgresBackend(Backend):
             elif not self.target.joins:
                 await self._claim(conn)
             cur = await conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'pgrowlocks'")
-            self.have_pgrowlocks = bool((await cur.fetchone())[0])
+            self.have_pgrowlocks = bool(one(await cur.fetchone())[0])
         finally:
             await conn.close()
         return self
@@ -804,9 +809,9 @@ class PostgresBackend(Backend):
             except psycopg.Error:
                 pass  # idle_session_timeout: PostgreSQL 14 on
         key = sandbox_mod.advisory_key(self.sandbox)
-        if not conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key).fetchone()[0]:
-            comment = conn.execute("SELECT obj_description(to_regnamespace(%s), 'pg_namespace')",
-                                   [self.sandbox]).fetchone()[0]
+        if not one(conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key).fetchone())[0]:
+            comment = one(conn.execute("SELECT obj_description(to_regnamespace(%s), 'pg_namespace')",
+                                       [self.sandbox]).fetchone())[0]
             conn.close()
             raise sandbox_mod.refuse_existing("schema", self.sandbox, comment or sandbox_mod.MARK, True)
         return conn
@@ -821,7 +826,7 @@ class PostgresBackend(Backend):
         """Take the sandbox's lock again if our owner connection lost it (someone ended it)."""
         key = sandbox_mod.advisory_key(self.sandbox)
         cur = await conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key)
-        if not (await cur.fetchone())[0]:
+        if not one(await cur.fetchone())[0]:
             return  # held: by our owner connection
         await conn.execute("SELECT pg_advisory_unlock(%s::int4, %s::int4)", key)
         old, self.owner = self.owner, None
@@ -904,7 +909,7 @@ class PostgresBackend(Backend):
             if not pids:
                 break
             cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", [pids])
-            if not (await cur.fetchone())[0]:
+            if not one(await cur.fetchone())[0]:
                 break
             await asyncio.sleep(0.02)
 
@@ -919,7 +924,7 @@ class PostgresBackend(Backend):
             mine = name == self.sandbox  # our owner connection holds this key already
             if not mine:
                 cur = await conn.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)", key)
-                if not (await cur.fetchone())[0]:
+                if not one(await cur.fetchone())[0]:
                     continue  # its owner is alive
             try:
                 await self._end_leftovers(conn, name, f"lockrace {name} ")

@@ -64,7 +64,7 @@ def marker(token: str) -> str:
 
 
 def is_marked(comment: str | None) -> bool:
-    return bool(comment) and comment.startswith(MARK)
+    return comment is not None and comment.startswith(MARK)
 
 
 def token_of(comment: str | None) -> str:

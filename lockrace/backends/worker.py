@@ -52,6 +52,7 @@ class SessionThread:
             if call is _STOP:
                 return
             fn, args, loop, future = call
+            outcome: tuple[object, BaseException | None] | None
             try:
                 outcome = (fn(*args), None)
             except BaseException as exc:  # handed to the caller, whatever it is

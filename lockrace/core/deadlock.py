@@ -116,10 +116,10 @@ def explain_innodb(section: str, name: Callable[[int], str], victim_ident: int) 
     # parts: [before, "1", text1, "2", text2, ...]
     trxs: list[tuple[str, int, str, str]] = []  # (number, thread, trx id, text)
     for number, text in zip(parts[1::2], parts[2::2]):
-        thread = _THREAD.search(text)
-        trx = _TRX_ID.search(text)
-        if thread and trx:
-            trxs.append((number, int(thread.group(1)), trx.group(1), text))
+        thread_m = _THREAD.search(text)
+        trx_m = _TRX_ID.search(text)
+        if thread_m and trx_m:
+            trxs.append((number, int(thread_m.group(1)), trx_m.group(1), text))
     victim = _VICTIM.search(section or "")
     if not trxs or not victim:
         return None

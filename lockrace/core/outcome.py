@@ -36,6 +36,25 @@ Cluster outcomes:
 from __future__ import annotations
 
 import re
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """How a statement ended.  A StrEnum: each member equals its string, so
+    scenario files and JSON output read and write the same words."""
+
+    OK = "ok"
+    TIMED_OUT = "timed_out"
+    REFUSED = "refused"
+    SKIPPED = "skipped"
+    DEADLOCK = "deadlock"
+    STATEMENT_TIMEOUT = "statement_timeout"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+    CONNECTION_LOST = "connection_lost"
+    # cluster outcomes
+    CERTIFICATION_CONFLICT = "certification_conflict"  # Galera: 1213 from replication
+    RECOVERY_CONFLICT = "recovery_conflict"  # PostgreSQL hot standby: 40001 "... due to conflict with recovery"
 
 _NOWAIT_RE = re.compile(r"\bNOWAIT\b", re.IGNORECASE)
 _SKIP_RE = re.compile(r"\bSKIP\s+LOCKED\b", re.IGNORECASE)
@@ -73,47 +92,47 @@ def _strip_literals(sql: str) -> str:
     return re.sub(r"--[^\n]*", "", sql)
 
 
-def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> str:
+def classify_postgres(sqlstate: str | None, message: str, sql: str, connection_closed: bool = False) -> Outcome:
     if not sqlstate:
-        return "connection_lost" if connection_closed else "error"
+        return Outcome.CONNECTION_LOST if connection_closed else Outcome.ERROR
     if sqlstate == "55P03":
         if "lock timeout" in message:
-            return "timed_out"
-        return "refused"
+            return Outcome.TIMED_OUT
+        return Outcome.REFUSED
     if sqlstate == "40P01":
-        return "deadlock"
+        return Outcome.DEADLOCK
     if "conflict with recovery" in message:  # 40001 (57P04 when the database was dropped)
-        return "recovery_conflict"
+        return Outcome.RECOVERY_CONFLICT
     if sqlstate == "57014":
         if "statement timeout" in message:
-            return "statement_timeout"
+            return Outcome.STATEMENT_TIMEOUT
         if "user request" in message:
-            return "cancelled"
-        return "cancelled"
+            return Outcome.CANCELLED
+        return Outcome.CANCELLED
     if sqlstate.startswith(PG_CONNECTION_STATES) or connection_closed:
-        return "connection_lost"
-    return "error"
+        return Outcome.CONNECTION_LOST
+    return Outcome.ERROR
 
 
-def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0) -> str:
+def classify_mysql(errno: int | None, message: str, sql: str, waited_ns: int = 0) -> Outcome:
     if errno is None:
-        return "error"
+        return Outcome.ERROR
     if errno == 3572:
-        return "refused"
+        return Outcome.REFUSED
     if errno == 1205:
         wait = wait_seconds(sql)
         if asks_nowait(sql) or (wait is not None and wait[1] == 0):
-            return "refused"
-        return "timed_out"
+            return Outcome.REFUSED
+        return Outcome.TIMED_OUT
     if errno == 1213:
-        return "deadlock"
+        return Outcome.DEADLOCK
     if errno in (3024, 1969):
-        return "statement_timeout"
+        return Outcome.STATEMENT_TIMEOUT
     if errno == 1317:
-        return "cancelled"
+        return Outcome.CANCELLED
     if errno in MYSQL_CONNECTION_ERRORS:
-        return "connection_lost"
-    return "error"
+        return Outcome.CONNECTION_LOST
+    return Outcome.ERROR
 
 
 GALERA_COUNTERS = ("wsrep_local_cert_failures", "wsrep_local_bf_aborts")
@@ -139,6 +158,6 @@ def galera_conflict(errno: int | None, before: dict[str, int], after: dict[str, 
 
 def with_skip(outcome: str, sql: str, skipped_rows: int) -> str:
     """An ok SKIP LOCKED read that passed over locked rows is ``skipped``."""
-    if outcome == "ok" and skipped_rows > 0 and asks_skip_locked(sql):
-        return "skipped"
+    if outcome == Outcome.OK and skipped_rows > 0 and asks_skip_locked(sql):
+        return Outcome.SKIPPED
     return outcome

@@ -206,7 +206,7 @@ def try_statements(sql: str, dialect: str = "postgres") -> list[list[Token]] | N
 
 def words(stmt: list[Token], count: int = 4) -> tuple[str, ...]:
     """The statement's first ``count`` bare words (upper-cased), stopping at anything else."""
-    out = []
+    out: list[str] = []
     for tok in stmt:
         if tok.kind != WORD or len(out) == count:
             break

@@ -18,7 +18,7 @@ from functools import partial
 import contextlib
 import re
 from time import perf_counter_ns
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, cast
 
 from ..backends.base import Backend, ConnectError, MonitorConnection, NoProbe, count_passed_over, skip_probe
 from ..core.events import (
@@ -37,9 +37,13 @@ from ..core.events import (
 )
 from ..core import prepared as prepared_mod
 from ..core.outcome import asks_skip_locked, with_skip
+from ..core.states import TxnState
 from . import explain as explain_mod
 from .budget_book import BudgetBook
 from .session import RunningStatement, Session
+
+if TYPE_CHECKING:
+    from ..backends.cluster import ClusterBackend
 
 SKIP_PROBE_ROWS = 1000  # rows beyond a SKIP LOCKED read's LIMIT that its probe may read
 
@@ -86,6 +90,8 @@ class Race:
         self.monitor: MonitorConnection | None = None
         """The (first node's) monitor; on a cluster every node's is in ``monitors``."""
         self.nodes: dict[str, Backend] | None = getattr(backend, "nodes", None)
+        self.cluster: ClusterBackend | None = cast("ClusterBackend", backend) if self.nodes is not None else None
+        """A cluster (backends/cluster.py: its nodes, topology and hooks); None on a single server."""
         self.placement: dict[str, str] = dict(placement or {})
         self.monitors: dict[str, MonitorConnection] = {}
         self._listeners: list[Listener] = []
@@ -109,6 +115,11 @@ class Race:
             listener(event)
 
     # ------------------------------------------------------------ nodes
+    @property
+    def _cluster(self) -> ClusterBackend:
+        assert self.cluster is not None, "cluster races only"
+        return self.cluster
+
     def node_for(self, name: str) -> str:
         """The node session ``name`` sits on ("" on a single server)."""
         if self.nodes is None:
@@ -118,8 +129,8 @@ class Race:
             from ..registry import CLUSTER_NODES as TOPOLOGIES, default_node
 
             known = list(self.nodes)
-            if self.backend.topology in TOPOLOGIES and len(known) == len(TOPOLOGIES[self.backend.topology]):
-                node = default_node(self.backend.topology, name, self.names.index(name) if name in self.names else 0)
+            if self._cluster.topology in TOPOLOGIES and len(known) == len(TOPOLOGIES[self._cluster.topology]):
+                node = default_node(self._cluster.topology, name, self.names.index(name) if name in self.names else 0)
             else:
                 node = known[0]
             self.placement[name] = node
@@ -144,10 +155,10 @@ class Race:
                 if not isinstance(m, BaseException):
                     await m.close()
             raise failure
-        self.monitors = dict(zip(names, got))
+        self.monitors = dict(zip(names, [m for m in got if not isinstance(m, BaseException)]))
         self.monitor = self.monitors[names[0]]
         for node, monitor in self.monitors.items():
-            await self.backend.hooks.node_opened(self.backend, node, monitor)
+            await self._cluster.hooks.node_opened(self._cluster, node, monitor)
 
     async def _close_monitors(self) -> None:
         for monitor in set(self.monitors.values()) | ({self.monitor} if self.monitor else set()):
@@ -173,7 +184,8 @@ class Race:
                 raise ConnectError(f"{failure}; this race needs {len(self.names) + 1} connections"
                                    f" ({len(self.names)} sessions and a monitor) at once") from None
             raise failure
-        for name, node, conn in zip(self.names, nodes, conns):
+        opened = [c for c in conns if not isinstance(c, BaseException)]
+        for name, node, conn in zip(self.names, nodes, opened):
             self.sessions[name] = Session(name, conn, self.backend.flavor, node)
         await asyncio.gather(*(self._refresh_state(s) for s in self.sessions.values()))
         self._watcher = asyncio.create_task(self._watch(), name="lockrace-watcher")
@@ -295,7 +307,7 @@ class Race:
             # connection_lost) so that the race stays usable and can try again
             self.sessions.update(old)
             for s in old.values():
-                s.txn = "closed"
+                s.txn = TxnState.CLOSED
             raise
         self.emit(ServerNote("", perf_counter_ns(), f"reconnected to {self.backend.server_name}"))
 
@@ -345,7 +357,8 @@ class Race:
         if stmt.launch is not None:
             stmt.launch.cancel()
             stmt.launch = None
-        if stmt.on_sent is not None:  # launched: the answer has no task to start (one callback less on its way)
+        # launched: the answer has no task to start (one callback less on its way)
+        if stmt.on_sent is not None and stmt.sent is not None:
             stmt.sent.remove_done_callback(stmt.on_sent)
             stmt.on_sent = None
         self._read_text(session, stmt)
@@ -556,7 +569,7 @@ class Race:
         shown, a result it returns refuses the statement."""
         try:
             said = await asyncio.wait_for(
-                self.backend.hooks.before_statement(self.backend, session.node, self.monitors, sql, self.name_of), 10)
+                self._cluster.hooks.before_statement(self._cluster, session.node, self.monitors, sql, self.name_of), 10)
         except (asyncio.TimeoutError, Exception) as exc:
             said = f"could not prepare {session.node}: {exc or type(exc).__name__}"
         if isinstance(said, StatementResult):
@@ -568,7 +581,7 @@ class Race:
     async def _after(self, session: Session, result: StatementResult) -> None:
         try:
             said = await asyncio.wait_for(
-                self.backend.hooks.after_statement(self.backend, session.node, self.monitors, result, self.name_of), 5)
+                self._cluster.hooks.after_statement(self._cluster, session.node, self.monitors, result, self.name_of), 5)
         except (asyncio.TimeoutError, Exception) as exc:
             said = None
             self.emit(ServerNote(session.name, perf_counter_ns(), f"after the statement on {session.node}: {exc}",
@@ -583,7 +596,7 @@ class Race:
         if monitor is None:
             return
         try:
-            await asyncio.wait_for(self.backend.hooks.refine(self.backend, session.node, monitor, result, sql), 5)
+            await asyncio.wait_for(self._cluster.hooks.refine(self._cluster, session.node, monitor, result, sql), 5)
         except (asyncio.TimeoutError, Exception) as exc:
             self.emit(ServerNote(session.name, perf_counter_ns(), f"could not ask {session.node} why: {exc}", "warning",
                                  node=session.node))
@@ -611,7 +624,7 @@ class Race:
             self.emit(ServerNote("", perf_counter_ns(), f"lost the connection to {where}", "error", node=first.node))
             for s in list(self.sessions.values()):
                 if s is not first and s.node == first.node and s.running is None and s.txn != "closed":
-                    s.txn = "closed"
+                    s.txn = TxnState.CLOSED
                     self.emit(SessionState(s.name, perf_counter_ns(), "closed", s.budgets, s.ident, node=s.node))
         finally:
             self._lost_probe = None
@@ -736,7 +749,7 @@ class Race:
                 session.book.follow(stmt.sql, [r.tag for r in result.succeeded], failed, txn)
             session.budgets = session.book.budgets()
         except Exception:
-            txn = "closed" if session.conn.closed else session.txn
+            txn = TxnState.CLOSED if session.conn.closed else session.txn
         session.txn = txn
         self.emit(SessionState(session.name, perf_counter_ns(), txn, session.budgets, session.ident, node=session.node))
 
@@ -749,6 +762,8 @@ class Race:
         if monitor.closed:
             await self._replace_monitor(session.node)
             monitor = self.monitor_for(session)
+            if monitor is None:
+                return False
         try:
             done = await _within(monitor.cancel(session.ident), CANCEL_S)
         except asyncio.TimeoutError:
@@ -756,12 +771,19 @@ class Race:
         except Exception:
             if not await self._replace_monitor(session.node):
                 raise
-            return await _within(self.monitor_for(session).cancel(session.ident), CANCEL_S)
+            return await self._cancel_anew(session)
         if not done and monitor.closed and await self._replace_monitor(session.node):
             # the server had ended the monitor's connection (found out only now: an idle
             # MariaDB monitor does not look at the lock views on a timer): once more, anew
-            return await _within(self.monitor_for(session).cancel(session.ident), CANCEL_S)
+            return await self._cancel_anew(session)
         return done
+
+    async def _cancel_anew(self, session: Session) -> bool:
+        """``cancel`` once more, on the monitor that replaced a closed one."""
+        monitor = self.monitor_for(session)
+        if monitor is None:
+            return False
+        return await _within(monitor.cancel(session.ident), CANCEL_S)
 
     async def rollback(self, name: str) -> StatementResult | None:
         session = self.sessions[name]
@@ -780,7 +802,7 @@ class Race:
             if s.ident == ident and s.node == node:
                 return s.name
         if self.nodes is not None:
-            named = self.backend.hooks.blocker_name(node, ident)
+            named = self._cluster.hooks.blocker_name(node, ident)
             if named:
                 return named
         what = f"pid {ident}" if self.backend.engine == "postgres" else f"thread {ident}"
@@ -820,7 +842,7 @@ class Race:
         idents = [s.ident for s in sessions]
         reports = await monitor.waits(idents)
         if self.nodes is not None:
-            reports = await self.backend.hooks.waits(self.backend, node, monitor, idents, reports)
+            reports = await self._cluster.hooks.waits(self._cluster, node, monitor, idents, reports)
         return reports
 
     async def poll_waits(self) -> None:
@@ -896,7 +918,8 @@ class Race:
             first = [s for s in running if s.running is not None and not s.running.polled]
             if first:
                 # a statement just sent: look once it has reached the server (monitor.first_poll_s)
-                due = max(s.running.started_ns + int(self._first_poll_s(s) * 1e9) for s in first)
+                due = max(stmt.started_ns + int(self._first_poll_s(s) * 1e9)
+                          for s in first if (stmt := s.running) is not None)
                 wait_s = (due - perf_counter_ns()) / 1e9
                 if wait_s > 0:
                     await asyncio.sleep(wait_s)
@@ -950,7 +973,7 @@ class Race:
             try:
                 fresh = await _within(self._backend_for(name).connect_monitor(), 5)
                 if self.nodes is not None:
-                    await _within(self.backend.hooks.node_opened(self.backend, name, fresh), 5)
+                    await _within(self._cluster.hooks.node_opened(self._cluster, name, fresh), 5)
             except (asyncio.TimeoutError, Exception):
                 continue
             self.monitors[name] = fresh

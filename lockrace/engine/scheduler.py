@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Callable
 
-from ..scenario.model import PermutationEntry, Scenario, Step
+from ..scenario.model import PermutationEntry, Scenario, ScenarioKind, Step
 from ..core.events import LockInfo, ServerNote, StatementBlocked, StatementFinished
 from .race import Race
+from .session import RunningStatement
 from .verify import StepRecord, check, check_across
 
 
@@ -62,11 +63,21 @@ def wait_policy(step: Step, flavor: str, *, spec_rules: bool, entry: Permutation
     return Wait.UNTIL_DONE
 
 
+class EntryKind(StrEnum):
+    """What an ``Entry`` records."""
+
+    NOTE = "note"  # narration (a step's note, a cluster session's message)
+    LAUNCH = "launch"  # a step was sent
+    BLOCKED = "blocked"  # the server reported a step waiting
+    FINISH = "finish"  # a step's answer came back
+    PROBLEM = "problem"  # a step could not run or finish as the scenario says
+
+
 @dataclass
 class Entry:
     """One line-worthy moment of a run, for transcript writers."""
 
-    kind: str  # note | launch | blocked | finish | problem
+    kind: EntryKind
     record: StepRecord | None = None
     text: str = ""
     blockers: tuple[str, ...] = ()
@@ -107,10 +118,10 @@ class Scheduler:
         self.step_timeout = step_timeout
         self.on_entry = on_entry or (lambda entry: None)
         # isolation specs state no expectations: their steps follow isolationtester's rules
-        self.spec_rules = scenario.kind == "isolation-spec" if spec_rules is None else spec_rules
+        self.spec_rules = scenario.kind == ScenarioKind.ISOLATION_SPEC if spec_rules is None else spec_rules
         self.launched = 0
         self.finished_after: dict[int, int] = {}
-        self.pending: dict[str, tuple[StepRecord, object]] = {}
+        self.pending: dict[str, tuple[StepRecord, RunningStatement]] = {}
         self.report = RunReport(self.scenario, self.flavor, race.backend.server_name)
         self._attached = False
 
@@ -195,13 +206,13 @@ class Scheduler:
         if isinstance(event, ServerNote) and event.node and event.session:
             # cluster races: what a node says about a session's statement (a hot
             # standby: "replay on the standby waits for C ...") goes into the transcript
-            self.on_entry(Entry("note", text=f"{event.session}@{event.node}: {event.text}"))
+            self.on_entry(Entry(EntryKind.NOTE, text=f"{event.session}@{event.node}: {event.text}"))
         if isinstance(event, StatementBlocked):
             for record, stmt in self.pending.values():
                 if getattr(stmt, "stmt_id", None) == event.stmt_id:
                     record.was_blocked = True
                     record.blockers = event.blockers
-                    self.on_entry(Entry("blocked", record, blockers=event.blockers, lock=event.lock))
+                    self.on_entry(Entry(EntryKind.BLOCKED, record, blockers=event.blockers, lock=event.lock))
 
     # ----------------------------------------------------------------- steps
     async def step(self, step: Step, index: int, entry: PermutationEntry | None = None) -> StepRecord:
@@ -210,9 +221,9 @@ class Scheduler:
         policy = wait_policy(step, self.flavor, spec_rules=self.spec_rules, entry=entry)
         if self.spec_rules:
             # isolationtester: a session's earlier step must complete before its next one is sent
-            for record, stmt in list(self.pending.values()):
-                if record.step.session == step.session:
-                    await self._await_done(record, stmt)
+            for earlier, running in list(self.pending.values()):
+                if earlier.step.session == step.session:
+                    await self._await_done(earlier, running)
         record, stmt = await self._launch(step, index)
         if stmt is None:
             return record
@@ -242,10 +253,10 @@ class Scheduler:
             for w in waits:
                 w.cancel()
 
-    async def _launch(self, step: Step, index: int) -> tuple[StepRecord, object | None]:
+    async def _launch(self, step: Step, index: int) -> tuple[StepRecord, RunningStatement | None]:
         """Narrate, then start ``step`` in its session; no statement if the session is busy."""
         if step.note:
-            self.on_entry(Entry("note", text=step.note))
+            self.on_entry(Entry(EntryKind.NOTE, text=step.note))
         record = StepRecord(step, index)
         self.report.records.append(record)
         session = self.race.sessions.get(step.session)
@@ -254,12 +265,12 @@ class Scheduler:
         if session.busy:
             record.problem = f"session {step.session} is still busy with an earlier statement"
             record.failures = check(record, step.applicable(self.flavor))
-            self.on_entry(Entry("problem", record, text=record.problem))
+            self.on_entry(Entry(EntryKind.PROBLEM, record, text=record.problem))
             return record, None
         stmt = self.race.submit(step.session, step.sql_for(self.flavor) or step.sql)  # per-engine SQL
         self.launched = index
         self.pending[step.name] = (record, stmt)
-        self.on_entry(Entry("launch", record))
+        self.on_entry(Entry(EntryKind.LAUNCH, record))
         return record, stmt
 
     async def _await_done(self, record: StepRecord, stmt) -> None:
@@ -285,7 +296,7 @@ class Scheduler:
         session = self.race.sessions.get(record.step.session)
         record.txn_after = session.txn if session else ""
         record.failures = check(record, record.step.applicable(self.flavor))
-        self.on_entry(Entry("finish", record))
+        self.on_entry(Entry(EntryKind.FINISH, record))
 
     async def _collect(self, final: bool) -> None:
         """Collect blocked steps that finished or are due to finish now."""
@@ -297,7 +308,8 @@ class Scheduler:
                 self._complete(record, stmt)
         due = []
         for record, stmt in list(self.pending.values()):
-            after = [e.value for e in record.step.applicable(self.flavor) if e.key == "completes_after"]
+            after = [e.value for e in record.step.applicable(self.flavor)
+                     if e.key == "completes_after" and isinstance(e.value, int)]
             if final or (after and self.launched >= after[0]):
                 due.append((record, stmt))
         for record, stmt in due:

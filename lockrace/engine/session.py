@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from ..backends.base import SessionConnection
 from ..core.events import Budget, LockInfo, StatementResult
 from ..core.outcome import asks_nowait, wait_seconds
+from ..core.states import TxnState
+
+if TYPE_CHECKING:
+    from .budget_book import BudgetBook
 
 _PG_LOCK_TABLE = re.compile(r"^\s*LOCK\b", re.IGNORECASE)
 _SET_STATEMENT = re.compile(r"^\s*SET\s+STATEMENT\s+(.*?)\s+FOR\s+(.*)$", re.IGNORECASE | re.DOTALL)
@@ -35,14 +40,14 @@ class RunningStatement:
     lock: LockInfo | None = None
     locks_seen: tuple[LockInfo, ...] = ()
     ever_blocked: bool = False
-    sent: object | None = None  # what the connection's send() returned: the statement is on its way
+    sent: asyncio.Future | None = None  # what the connection's send() returned: the statement is on its way
     polled: bool = False  # the monitor has looked at the server's lock views for it
     touches_budgets: bool = False  # SET, COMMIT, ...: the session's budgets are read again after it
     may_prepare: bool = False  # PREPARE TRANSACTION / XA: the race keeps track of prepared transactions
     skip_locked: bool = False  # SKIP LOCKED: the rows it passed over are counted after it
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # the server's answer is in: ``result``
     waiter: asyncio.Future | None = None  # Race.run's own wait for the answer
-    on_sent: object | None = None  # the callback that starts the task if the answer comes before its timer
+    on_sent: Callable[[asyncio.Future], None] | None = None  # the callback that starts the task if the answer comes before its timer
     done: asyncio.Event = field(default_factory=asyncio.Event)  # and what was asked after it: the session is free
     blocked: asyncio.Event = field(default_factory=asyncio.Event)  # the server reports it blocked (or it is done)
     result: StatementResult | None = None
@@ -55,9 +60,9 @@ class Session:
         self.conn = conn
         self.flavor = flavor
         self.running: RunningStatement | None = None
-        self.txn = "idle"
+        self.txn: TxnState = TxnState.IDLE
         self.budgets: tuple[Budget, ...] = ()
-        self.book = None  # its BudgetBook, once the budgets were read at connect (see Race._refresh_state)
+        self.book: BudgetBook | None = None  # its BudgetBook, once the budgets were read at connect (see Race._refresh_state)
         self.last: StatementResult | None = None
         self.wrote_in_txn = False  # an INSERT/UPDATE/DELETE ran in the open transaction
         # MariaDB/MySQL metadata locks, as the session's own statements tell

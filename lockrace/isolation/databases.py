@@ -36,6 +36,7 @@ from psycopg.conninfo import make_conninfo
 
 from ..backends import sandbox as sandbox_mod
 from ..servers.target import pg_options
+from ..core.rows import one
 
 SPEC_DB = "isolation_regression"  # pg_regress's name for the database of an isolation test
 AHEAD_DB = "lockrace_isolation"  # databases made ahead (own server), renamed to SPEC_DB when used
@@ -245,7 +246,7 @@ class PgPlace:
             try:
                 cur = await inside.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)",
                                            sandbox_mod.advisory_key(name))
-                if not (await cur.fetchone())[0]:
+                if not one(await cur.fetchone())[0]:
                     continue  # its owner is alive
                 # the connections of that run: its spec sessions (isolation/SPEC/SESSION) and its own
                 await inside.execute(
@@ -288,7 +289,7 @@ class PgPlace:
                     pass  # idle_session_timeout: PostgreSQL 14 on
             cur = await owner.execute("SELECT pg_try_advisory_lock(%s::int4, %s::int4)",
                                       sandbox_mod.advisory_key(name))
-            if not (await cur.fetchone())[0]:
+            if not one(await cur.fetchone())[0]:
                 raise sandbox_mod.SandboxError(f"could not take the lock that marks database {name} as this run's")
             await conn.execute(pgsql.SQL("COMMENT ON DATABASE {} IS {}").format(
                 _ident(name), pgsql.Literal(sandbox_mod.marker(self.token))))

@@ -65,7 +65,7 @@ def run_sql(conn: _Connection, sql: str) -> tuple[list[Item], bytes | None, list
         while True:
             last = []
             if cur.description is not None:
-                columns = [_b(d[0]) for d in cur.description]
+                columns = [_b(d[0]) or b"" for d in cur.description]
                 rows = [tuple(_b(v) for v in r) for r in cur.fetchall()]
                 last = [Item("rows", format_result(columns, rows))]
                 items.extend(last)
@@ -153,6 +153,7 @@ class MySession:
 
     def results(self) -> list[Item]:
         fut, self.fut = self.fut, None
+        assert fut is not None, "results() follows a send()"
         items, error, _ = fut.result()
         if error is not None:
             items = items + [Item("error", error)]

@@ -13,6 +13,7 @@ import asyncio
 
 import psycopg
 from psycopg import pq
+from psycopg.pq import abc as pq_abc  # the protocols pq.PGconn / pq.PGresult implement
 
 from .pqprint import format_result
 from .protocol import InputFailed, Item, SendFailed
@@ -21,7 +22,7 @@ _FIELD_SEV = pq.DiagnosticField.SEVERITY
 _FIELD_MSG = pq.DiagnosticField.MESSAGE_PRIMARY
 
 
-def _connect_sync(conninfo: str) -> pq.PGconn:
+def _connect_sync(conninfo: str) -> pq_abc.PGconn:
     conn = pq.PGconn.connect(conninfo.encode())
     if conn.status != pq.ConnStatus.OK:
         message = conn.get_error_message() if hasattr(conn, "get_error_message") else conn.error_message.decode()
@@ -30,7 +31,7 @@ def _connect_sync(conninfo: str) -> pq.PGconn:
     return conn
 
 
-def result_items(res: pq.PGresult) -> list[Item]:
+def result_items(res: pq_abc.PGresult) -> list[Item]:
     status = res.status
     if status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY):
         return []
@@ -43,13 +44,13 @@ def result_items(res: pq.PGresult) -> list[Item]:
         if sev is not None and msg is not None:
             return [Item("error", b"%s:  %s\n" % (sev, msg))]
         return [Item("error", res.error_message + b"\n")]
-    return [Item("other", b"unexpected result status: %s\n" % status.name.encode())]
+    return [Item("other", b"unexpected result status: %s\n" % pq.ExecStatus(status).name.encode())]
 
 
 class PgSession:
     """One spec session (or the control connection) on its own backend."""
 
-    def __init__(self, conn: pq.PGconn, name: str, emit, counted: bool):
+    def __init__(self, conn: pq_abc.PGconn, name: str, emit, counted: bool):
         self.conn = conn
         self.name = name
         self.pid = conn.backend_pid

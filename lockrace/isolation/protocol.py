@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -22,3 +23,15 @@ class InputFailed(Exception):
 class SendFailed(Exception):
     """A step could not be sent (isolationtester: "failed to send query for
     step NAME: ..." and exit)."""
+
+
+class Control(Protocol):
+    """The control connection: asks the server whether a session waits (``PgControl``, ``MyControl``)."""
+
+    async def prepare(self, pids: list[int]) -> None: ...
+
+    async def is_blocked(self, pid: int) -> bool: ...
+
+    async def exec_block(self, sql: str, timeout: float | None = None) -> tuple[bool, list[Item], bytes]: ...
+
+    def close(self) -> None: ...

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ..engine.scheduler import Wait, wait_policy
 from ..scenario.model import Blocker, PermutationEntry, Scenario
 from ..scenario.spec_format import unused_steps
-from .protocol import InputFailed, SendFailed
+from .protocol import Control, InputFailed, SendFailed
 
 NONBLOCK = 1
 RETRY = 2
@@ -72,9 +72,14 @@ class SpecRunner:
         self.steps = {s.name: s for s in spec.steps}
         self.order = [s.name for s in spec.sessions]
         self.conns: dict = {}
-        self.control = None
+        self.control: Control | None = None
         self.active: dict[str, PStep | None] = {}
         self.aborted = False
+
+    @property
+    def _control(self) -> Control:
+        assert self.control is not None, "opened first (_open)"
+        return self.control
 
     # ------------------------------------------------------------------ main
     async def run(self) -> bool:
@@ -108,7 +113,7 @@ class SpecRunner:
             raise SpecAborted from None
         self.active = {name: None for name in self.order}
         try:
-            await self.control.prepare([c.pid for c in self.conns.values()])
+            await self._control.prepare([c.pid for c in self.conns.values()])
         except Exception as exc:  # noqa: BLE001
             self.emit(str(exc).encode() + b"\n")
             raise SpecAborted from None
@@ -136,7 +141,7 @@ class SpecRunner:
     async def _run_permutation(self, perm: list[PermutationEntry]) -> None:
         self.emit(b"\nstarting permutation:" + b"".join(b" " + e.step.encode() for e in perm) + b"\n")
         for sql in self.spec.setup.get(None, []):
-            ok, items, error = await self.control.exec_block(sql, self.step_timeout)
+            ok, items, error = await self._control.exec_block(sql, self.step_timeout)
             self._emit_items(items)
             if not ok:
                 self.emit(b"setup failed: " + error)
@@ -156,14 +161,14 @@ class SpecRunner:
             conn = self.conns[ps.session]
             if self.active[ps.session] is not None:
                 start = loop.time()
-                while self.active[ps.session] is not None:
-                    old = self.active[ps.session]
+                while (old := self.active[ps.session]) is not None:
                     if not await self._try_complete(old, RETRY):
                         waiting.remove(old)
                     waiting = await self._try_complete_steps(waiting, NONBLOCK | RETRY)
-                    if self.active[ps.session] is not None and loop.time() - start > 2 * self.step_timeout:
+                    still = self.active[ps.session]
+                    if still is not None and loop.time() - start > 2 * self.step_timeout:
                         td = loop.time() - start
-                        self.emit(b"step %s timed out after %d seconds\n" % (self.active[ps.session].name.encode(), int(td)))
+                        self.emit(b"step %s timed out after %d seconds\n" % (still.name.encode(), int(td)))
                         names = [a.name for a in self.active.values() if a is not None]
                         self.emit(b"active steps are:" + b"".join(b" " + n.encode() for n in names) + b"\n")
                         raise SpecAborted
@@ -199,7 +204,7 @@ class SpecRunner:
                 if not ok:
                     self.emit(b"teardown of session %s failed: %s" % (sdef.name.encode(), error))
         for sql in self.spec.teardown.get(None, []):
-            ok, items, error = await self.control.exec_block(sql, self.step_timeout)
+            ok, items, error = await self._control.exec_block(sql, self.step_timeout)
             self._emit_items(items)
             if not ok:
                 self.emit(b"teardown failed: " + error)
@@ -261,7 +266,7 @@ class SpecRunner:
             if await conn.wait_input(self.poll):
                 continue
             if flags & NONBLOCK:
-                if await self.control.is_blocked(conn.pid):
+                if await self._control.is_blocked(conn.pid):
                     conn.consume()
                     if not conn.busy():
                         break

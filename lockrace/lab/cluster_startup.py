@@ -16,6 +16,7 @@ import time
 
 from ..registry import CLUSTER_ENGINES, engine as engine_spec
 from ..servers.choose import target_for
+from ..servers.cluster import Cluster
 
 
 async def _first_statement(cluster) -> float:
@@ -41,6 +42,7 @@ def run(topology: str, runs: int) -> list[dict]:
     for i in range(runs):
         t0 = time.perf_counter()
         cluster = target_for(topology, None)
+        assert isinstance(cluster, Cluster), f"{topology} is a cluster"
         started = time.perf_counter() - t0
         try:
             ready = asyncio.run(_first_statement(cluster))

@@ -19,11 +19,13 @@ from typing import Callable
 
 from ..backends.base import Backend
 from ..core.events import Budget, StatementResult
+from ..core.outcome import Outcome
 from ..engine.race import Race
 from .modes import HOLD_SQL, TABLE, LabConfig, LabError, Mode
 from .stats import Summary, summarize
 
-ERROR_OUTCOMES = ("refused", "timed_out", "deadlock", "statement_timeout", "error", "cancelled", "connection_lost")
+ERROR_OUTCOMES = (Outcome.REFUSED, Outcome.TIMED_OUT, Outcome.DEADLOCK, Outcome.STATEMENT_TIMEOUT, Outcome.ERROR,
+                  Outcome.CANCELLED, Outcome.CONNECTION_LOST)
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,6 @@ def build_mode(key: str, cfg: LabConfig) -> Mode:
                     session_reset=("SET SESSION innodb_lock_wait_timeout = DEFAULT",),
                     expect="error", budget_ms=budget)
     if key == "wait":
-        secs = f"{budget / 1000:g}"
-        return Mode("wait", f"FOR UPDATE WAIT {secs}", f"{row1} WAIT {secs}", expect="error", budget_ms=budget)
+        wait = f"{budget / 1000:g}"
+        return Mode("wait", f"FOR UPDATE WAIT {wait}", f"{row1} WAIT {wait}", expect="error", budget_ms=budget)
     raise LabError(f"unknown mode {key}")

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 from time import perf_counter_ns
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..backends.base import Backend
 from ..engine.race import Race
@@ -28,6 +28,9 @@ from ..servers.target import Target, pg_options
 from .holder_waiter import ERROR_OUTCOMES, setup_sql
 from .modes import HOLD_SQL, TABLE, LabError
 from .stats import Summary, summarize
+
+if TYPE_CHECKING:
+    import psycopg
 
 CALLER_SLACK_MS = 0.1  # target: what a caller of Race.run waits <= the bare driver + 0.1 ms
 
@@ -104,7 +107,7 @@ class RawWaiter:
     def __init__(self, backend: Backend, target: Target):
         self.engine = backend.family
         self.target = target
-        self.conn = None
+        self.conn: Any = None  # a psycopg or a PyMySQL connection (DB-API: cursor, close)
 
     @property
     def driver(self) -> str:
@@ -158,7 +161,7 @@ class AsyncRawWaiter:
 
     def __init__(self, target: Target):
         self.target = target
-        self.conn = None
+        self.conn: psycopg.AsyncConnection | None = None
 
     async def connect(self) -> None:
         import psycopg
@@ -167,6 +170,7 @@ class AsyncRawWaiter:
             self.target.conninfo, autocommit=True, options=pg_options(self.target.conninfo, f"-c search_path={self.target.sandbox}"))
 
     async def execute(self, sql: str) -> tuple[float, bool]:
+        assert self.conn is not None, "connect() first"
         cur = self.conn.cursor()
         failed = False
         t0 = perf_counter_ns()
@@ -234,6 +238,7 @@ class OverheadBench:
                             if way == "raw":
                                 ms, failed = raw.execute(case.sql)
                             else:
+                                assert araw is not None  # raw_async is in the order only then
                                 ms, failed = await araw.execute(case.sql)
                             if counted:
                                 cr.waits[way].append(ms)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 
+from ..runtime.options import ServerChoice
 from .jsonout import snapshot_dict
 from .sources import NoServer, Source, sources
 from .text import lines
@@ -14,7 +16,7 @@ EXIT_OK, EXIT_UNUSABLE = 0, 2
 
 
 def _first_line(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) == 2 and isinstance(args[0], int):
         return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()
@@ -50,9 +52,21 @@ def _connect_error(source: Source, exc: Exception) -> str:
     return f"cannot read {source.where}: {_first_line(exc)}"
 
 
-def cmd_locks(args) -> int:
+@dataclass(frozen=True)
+class LocksOptions:
+    """``lockrace locks``, as the command line chose it."""
+
+    engine: str | None = None  # None: what the DSNs given say, else the private servers running
+    watch: bool = False
+    interval: float = 1.0  # seconds between reads with ``watch``
+    json: bool = False
+    servers: ServerChoice = field(default_factory=ServerChoice)
+
+
+def cmd_locks(args: LocksOptions) -> int:
     try:
-        found = sources(args.engine, args.pg, args.mysql, args.galera, args.standby)
+        found = sources(args.engine, args.servers.dsn("postgres"), args.servers.dsn("mysql"),
+                        args.servers.dsn("galera"), args.servers.dsn("postgres-standby"))
     except NoServer as exc:
         print(f"lockrace locks: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -100,7 +114,7 @@ def _frame(readers) -> tuple[list[str], list]:
     return out, snaps
 
 
-def _watch(readers, args) -> int:
+def _watch(readers, args: LocksOptions) -> int:
     interval = args.interval
     if args.json:  # one JSON object (or list) per line, per read
         while True:

@@ -76,7 +76,7 @@ class Snapshot:
     def waits_of(self, ident: int) -> list[Wait]:
         return [w for w in self.waits if w.waiter == ident]
 
-    def blocked_by(self, ident: int) -> list[Wait]:
+    def blocked_by(self, ident: int | None) -> list[Wait]:
         return [w for w in self.waits if w.blocker == ident]
 
     def roots(self) -> list[int | None]:

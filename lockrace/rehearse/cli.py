@@ -20,9 +20,10 @@ import asyncio
 import json
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..registry import SINGLE_ENGINES
+from ..runtime.options import ServerChoice
 from ..exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, ExitGuard
 from .policies import Policy, PolicyError, default_policies, parse_policies
 from .sqlfile import (DEFAULT_KEYS, SqlFileError, Statement, dialect, read_migration, read_setup, read_workload,
@@ -108,14 +109,31 @@ def _non_negative_int(text: str) -> int:
     return int(text)
 
 
-def prepare(args) -> Prepared:
+@dataclass(frozen=True)
+class RehearseOptions:
+    """``lockrace rehearse``, as the command line chose it."""
+
+    migration: str
+    engine: str = "postgres"
+    setup: str | None = None
+    workload: str | None = None
+    keys: int = DEFAULT_KEYS
+    clients: int = DEFAULT_CLIENTS
+    duration: float = DEFAULT_DURATION_S
+    hold_ms: int = DEFAULT_HOLD_MS
+    policies: str | None = None
+    json: bool = False
+    servers: ServerChoice = field(default_factory=ServerChoice)
+
+
+def prepare(args: RehearseOptions) -> Prepared:
     """Read and check everything that needs no server."""
     engine = args.engine
     migration = read_migration(args.migration, engine)
     setup = read_setup(args.setup, engine)
     workload = read_workload(args.workload)
     explicit = args.policies is not None
-    if explicit:
+    if args.policies is not None:
         policies = parse_policies(args.policies, engine)
     else:
         policies = default_policies(engine)
@@ -135,7 +153,7 @@ def prepare(args) -> Prepared:
     return Prepared(engine, args.migration, migration, setup, workload, policies, explicit, table)
 
 
-def cmd_rehearse(args) -> int:
+def cmd_rehearse(args: RehearseOptions) -> int:
     try:
         prep = prepare(args)
     except (SqlFileError, PolicyError, RehearseError) as exc:
@@ -163,12 +181,13 @@ def _progress(console):
                     console=console, transient=True, disable=not console.is_terminal)
 
 
-async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
+async def _rehearse(prep: Prepared, args: RehearseOptions, guard: ExitGuard) -> int:
     from rich.console import Console
 
     from ..backends.base import ConnectError
     from ..core.serverwide import refuse_server_wide, server_wide
-    from ..runtime.pool import ServerPool, ServerUnavailable
+    from ..runtime.pool import ServerUnavailable
+    from ..runtime.races import server_pool
 
     try:
         guard.install(asyncio.get_running_loop(), asyncio.current_task())
@@ -176,7 +195,7 @@ async def _rehearse(prep: Prepared, args, guard: ExitGuard) -> int:
         pass
     err = Console(stderr=True)
     engine = prep.engine
-    servers = ServerPool({"postgres": args.pg, "mysql": args.mysql}, say=_say)
+    servers = server_pool(args.servers, say=_say)
     guard.stoppers.append(servers)
     state = {"rehearsal": None}
     try:
@@ -263,32 +282,36 @@ async def _check(backend, prep: Prepared) -> tuple[list[tuple[Policy, list[State
         line, failure = bad
         raise RehearseError(f"workload statement {line} ({prep.workload[line - 1]}) does not run on "
                             f"{backend.server_name}: {failure.sentence()}")
-    alone_ms, failure = await asyncio.to_thread(run_alone, backend, prep.migration, engine)
-    if failure is not None:
-        raise RehearseError(f"{prep.path} does not run on {backend.server_name} even alone: {failure.sentence()}")
-    forms: dict[str | None, list[Statement]] = {None: prep.migration}
+    alone_ms, alone_failure = await asyncio.to_thread(run_alone, backend, prep.migration, engine)
+    if alone_failure is not None:
+        raise RehearseError(f"{prep.path} does not run on {backend.server_name} even alone: "
+                            f"{alone_failure.sentence()}")
+    forms: dict[str | None, list[Statement] | None] = {None: prep.migration}
     notes: list[str] = []
     runs = []
     for policy in prep.policies:
-        if policy.variant not in forms:
-            stmts = variant_of(prep.migration, policy.variant, engine)
+        variant = policy.variant
+        if variant is not None and variant not in forms:
+            stmts = variant_of(prep.migration, variant, engine)
+            assert stmts is not None, "policies whose variant no statement has were refused when read"
             await _fresh(backend, prep)
-            _, failure = await asyncio.to_thread(run_alone, backend, stmts, engine)
-            if failure is not None:
-                said = (f"{backend.server_name} refuses {VARIANT_WORDS[policy.variant]} for {prep.path}: "
-                        f"{failure.sentence()}")
+            _, variant_failure = await asyncio.to_thread(run_alone, backend, stmts, engine)
+            if variant_failure is not None:
+                said = (f"{backend.server_name} refuses {VARIANT_WORDS[variant]} for {prep.path}: "
+                        f"{variant_failure.sentence()}")
                 if prep.explicit:
                     raise RehearseError(said)
                 notes.append(f"not rehearsed: {policy.name} ({said})")
                 forms[policy.variant] = None
                 continue
             forms[policy.variant] = stmts
-        if forms[policy.variant] is not None:
-            runs.append((policy, forms[policy.variant]))
+        form = forms[variant]
+        if form is not None:
+            runs.append((policy, form))
     return runs, alone_ms, notes
 
 
-async def _one(backend, prep: Prepared, args, policy: Policy, stmts, progress, count: str, state):
+async def _one(backend, prep: Prepared, args: RehearseOptions, policy: Policy, stmts, progress, count: str, state):
     from .rehearsal import Plan, Rehearsal, RehearsalError
 
     task = progress.add_task(f"{count} {policy.name}: setting up", total=None)
@@ -313,6 +336,7 @@ async def _one(backend, prep: Prepared, args, policy: Policy, stmts, progress, c
             raise RehearseError(str(exc))
         raise RehearseError(f"the rehearsal of {policy.name} could not run: {_error_text(exc)}")
     result = rehearsal.result
+    assert result is not None, "a rehearsal without an error has its result"
     if result.lost:
         said = next(iter(result.bystander_failures), "")
         raise RehearseError(f"the bystanders lost their connections during the rehearsal of {policy.name}"
@@ -321,14 +345,14 @@ async def _one(backend, prep: Prepared, args, policy: Policy, stmts, progress, c
 
 
 def _error_text(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args = exc.args
     if len(args) == 2 and isinstance(args[0], int):
         return f"ERROR {args[0]}: {args[1]}"
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _show(results, prep: Prepared, args, backend, origin: str, alone_ms: float, notes: list[str], out) -> None:
+def _show(results, prep: Prepared, args: RehearseOptions, backend, origin: str, alone_ms: float, notes: list[str], out) -> None:
     from rich.console import Console
 
     from .report import CHART_COLUMNS, chart, table, verdict

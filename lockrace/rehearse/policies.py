@@ -84,7 +84,7 @@ class Policy:
         variant = {"concurrently": "CONCURRENTLY", "instant": "ALGORITHM=INSTANT"}.get(self.variant or "", "")
         if self.preset == "strong_migrations":
             core = (f"with strong_migrations' defaults ({setting} {_dur(self.budget_ms)}, "
-                    f"{'no retries' if not self.retries else f'{self.attempts - 1} retries'})")
+                    f"{'no retries' if not self.retries else f'{(self.attempts or 1) - 1} retries'})")
         elif self.preset == "pgroll":
             core = f"with pgroll's defaults ({setting} {_dur(self.budget_ms)}, retried with full-jitter backoff)"
         elif self.budget_ms is None:

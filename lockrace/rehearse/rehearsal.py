@@ -174,6 +174,7 @@ class Rehearsal:
         if self.stop_event.is_set():
             raise InterruptedError
         self.phase = "traffic"
+        assert result.end_ns is not None  # MigrationRunner.run sets it on every way out
         until = max(retry_until, result.end_ns + int(TAIL_S * 1e9))
         wait_s = (until - (perf_counter_ns() - self.origin_ns)) / 1e9
         if wait_s > 0 and self.stop_event.wait(wait_s):

@@ -40,7 +40,7 @@ def table(results: list[PolicyResult], title: str, caption: str = "") -> Table:
     for r in results:
         m, w, q = r.migration, r.waits, r.queue
         outcome = Text(m.outcome, style="green" if m.outcome == "done" else "bold red")
-        if q.queued and m.start_ns is not None:
+        if q.queued and m.start_ns is not None and q.formed_ns is not None and q.drained_ns is not None:
             window = f"+{seconds((q.formed_ns - m.start_ns) / 1e6)} → +{seconds((q.drained_ns - m.start_ns) / 1e6)}"
         else:
             window = "no queue"

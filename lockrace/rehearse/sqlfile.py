@@ -162,8 +162,8 @@ def tables_in(statement: str, engine: str) -> list[str]:
     """Tables a workload statement reads or writes (after FROM / UPDATE / INTO / JOIN)."""
     stmts = try_statements(statement, dialect(engine)) or []
     out = []
-    for toks in stmts:
-        toks = tuple(toks)
+    for stmt in stmts:
+        toks = tuple(stmt)
         for i, t in enumerate(toks[:-1]):
             if t.is_word("FROM", "UPDATE", "INTO", "JOIN"):
                 name = _name_after(toks, i + 1)

@@ -9,7 +9,7 @@ def report_dict(report: RunReport, origin: str = "") -> dict:
     steps = []
     for rec in report.records:
         res = rec.result
-        item = {
+        item: dict[str, object] = {
             "step": rec.step.name,
             "session": rec.step.session,
             "sql": rec.step.sql,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..core.events import LockInfo, StatementResult
 from ..core.lockwords import wait_words
-from ..engine.scheduler import Entry, RunReport
+from ..engine.scheduler import Entry, EntryKind, RunReport
 from ..engine.verify import StepRecord, check
 from ..scenario.model import Scenario
 from .tables import result_lines
@@ -143,26 +143,28 @@ def explained_lines(res: StatementResult) -> list[str]:
 
 
 def entry_lines(entry: Entry, flavor: str) -> list[str]:
-    if entry.kind == "note":
+    if entry.kind == EntryKind.NOTE:
         return [f"-- {line}" if line else "--" for line in entry.text.splitlines()]
+    if entry.kind == EntryKind.PROBLEM:
+        return [f"-- problem: {entry.text}"]
     rec = entry.record
-    if entry.kind == "launch":
+    assert rec is not None, f"a {entry.kind} entry is about a step"
+    if entry.kind == EntryKind.LAUNCH:
         step = rec.step
         first, *rest = step.sql.splitlines()
-        lines = [f"{step.session}> {first}"] + rest
+        launched = [f"{step.session}> {first}"] + rest
         if step.comment:
-            lines[-1] += f"  -- {step.comment}"
-        return lines
-    if entry.kind == "blocked":
+            launched[-1] += f"  -- {step.comment}"
+        return launched
+    if entry.kind == EntryKind.BLOCKED:
         lock = f" on {entry.lock.describe()}" if entry.lock else ""
         who = names_text(entry.blockers)
         meaning = wait_words(entry.lock, list(entry.blockers))  # a row wait, a row's queue: in plain words
         return [f"-- {rec.step.session} is blocked by {who}{lock}{f': {meaning}' if meaning else ''}"]
-    if entry.kind == "problem":
-        return [f"-- problem: {entry.text}"]
     # finish
     res = rec.result
-    lines: list[str] = []
+    assert res is not None, "a finished step has its result"
+    lines = []
     if rec.was_blocked and rec.launched_before_finish != rec.index:
         lines.append(f"{rec.step.session}> <... completed step {rec.step.name}>")
     lines.extend(result_lines(res, flavor))
@@ -229,24 +231,24 @@ def replay(scenario: Scenario, observed: list[Observed], flavor: str, server: st
         if seen.result is None:
             record.problem = "did not finish"
         record.failures = check(record, record.step.applicable(flavor))
-        entries.append(Entry("finish", record))
+        entries.append(Entry(EntryKind.FINISH, record))
 
     for index, (step, seen) in enumerate(zip(scenario.steps, observed), start=1):
         if step.note:
-            entries.append(Entry("note", text=step.note))
+            entries.append(Entry(EntryKind.NOTE, text=step.note))
         record = StepRecord(step, index)
         report.records.append(record)
-        entries.append(Entry("launch", record))
-        after = [e.value for e in step.applicable(flavor) if e.key == "completes_after"]
+        entries.append(Entry(EntryKind.LAUNCH, record))
+        after = [e.value for e in step.applicable(flavor) if e.key == "completes_after" and isinstance(e.value, int)]
         # the runner waits for a step that does not complete later: every report of it comes now
         reports = [(b, record) for b in seen.blocks if b.launched <= index or not after]
         reports += [(b, r) for r, s, _ in pending for b in s.blocks if b.launched == index]
         for b, r in sorted(reports, key=lambda br: br[0].t_ns):
             r.was_blocked = True
             r.blockers = b.blockers
-            entries.append(Entry("blocked", r, blockers=b.blockers, lock=b.lock))
+            entries.append(Entry(EntryKind.BLOCKED, r, blockers=b.blockers, lock=b.lock))
         if after:
-            pending.append((record, seen, int(after[0])))
+            pending.append((record, seen, after[0]))
         else:
             complete(record, seen, None)
         for item in [p for p in pending if index >= p[2]]:

@@ -19,6 +19,7 @@ from ..backends import Backend, ConnectError, open_backend
 from ..registry import engine as engine_spec
 from ..servers.process import ServerStartError
 from ..servers.choose import target_for
+from ..servers.cluster import Cluster
 from ..servers.target import DsnError, Target
 
 
@@ -27,20 +28,20 @@ class ServerUnavailable(Exception):
     """The server could not be started or reached: one clear sentence."""
 
 
-def start_target(engine: str, dsn: str | None) -> Target:
+def start_target(engine: str, dsn: str | None) -> Target | Cluster:
     """Start (or point at) the server or cluster for ``engine``; blocking, so call it in a thread."""
     return target_for(engine, dsn)
 
 
 class ServerPool:
-    def __init__(self, dsn: dict[str, str | None] | None = None, targets: dict[str, Target] | None = None,
+    def __init__(self, dsn: dict[str, str | None] | None = None, targets: dict[str, Target | Cluster] | None = None,
                  pending: dict[str, concurrent.futures.Future] | None = None,
                  say: Callable[[str], None] | None = None):
         """``dsn``: a DSN per engine (None: a private server); ``targets``: servers already
         given; ``pending``: servers already starting in a thread; ``say``: where sentences
         about the clean-up go (the CLI prints them on stderr)."""
         self.dsn = dsn or {}
-        self.targets: dict[str, Target] = dict(targets or {})
+        self.targets: dict[str, Target | Cluster] = dict(targets or {})
         self.given = set(self.targets)  # handed in by the caller: the caller stops them
         self.pending = dict(pending or {})
         self.backends: dict[str, Backend] = {}
@@ -80,7 +81,7 @@ class ServerPool:
             else:
                 dsn = self.dsn.get(engine)
 
-                def start() -> Target:
+                def start() -> Target | Cluster:
                     target = start_target(engine, dsn)
                     self.targets[engine] = target  # at once: an interrupt meanwhile still stops it
                     return target
@@ -89,7 +90,7 @@ class ServerPool:
         self.backends[engine] = await open_backend(self.targets[engine])
         return self.backends[engine]
 
-    def _owned(self) -> list[Target]:
+    def _owned(self) -> list[Target | Cluster]:
         return [t for e, t in self.targets.items() if e not in self.given and t.owned]
 
     async def close(self, quick: bool = False) -> None:

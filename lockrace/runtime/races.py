@@ -9,12 +9,13 @@ from ..backends.base import Backend
 from ..engine.race import Race
 from ..registry import topology_of
 from ..scenario.model import Scenario
+from ..servers.cluster import Cluster
 from ..servers.target import Target
 from .options import ServerChoice
 from .pool import ServerPool
 
 
-def server_pool(servers: ServerChoice | None = None, targets: dict[str, Target] | None = None,
+def server_pool(servers: ServerChoice | None = None, targets: dict[str, Target | Cluster] | None = None,
                 pending: dict | None = None, say: Callable[[str], None] | None = None) -> ServerPool:
     """The pool of one lockrace process: the DSNs chosen, servers already given or starting."""
     return ServerPool(dict((servers or ServerChoice()).dsns), targets, pending, say=say)

@@ -15,37 +15,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from ..core.serverwide import dialect_of, server_wide
 from ..registry import CLUSTER_NODES, default_node, flavor_matches
+from .expectations import LOCK_KINDS as LOCK_KINDS, OUTCOMES as OUTCOMES, TXN_STATES as TXN_STATES
+from .expectations import TimeBound as TimeBound, describe as describe_expectation
 
 # Engines, flavors and cluster nodes are the registry's (lockrace/registry.py).
 
-OUTCOMES = (
-    "ok",
-    "timed_out",
-    "refused",
-    "skipped",
-    "deadlock",
-    "statement_timeout",
-    "cancelled",
-    "error",
-    "connection_lost",
-    # cluster outcomes
-    "certification_conflict",  # Galera: 1213 from replication (certification failure or brute-force abort)
-    "recovery_conflict",  # PostgreSQL hot standby: 40001 "... due to conflict with recovery"
-)
 
-TXN_STATES = ("idle", "in transaction", "failed transaction")
+class ScenarioKind(StrEnum):
+    """Where a Scenario was read from."""
+
+    SCENARIO = "scenario"  # lockrace's own .race format
+    ISOLATION_SPEC = "isolation-spec"  # a PostgreSQL isolation .spec
 
 
 @dataclass
 class Expectation:
     """One thing a step must show once it completes.
 
-    ``key`` is one of: outcome, code, message, rows, row, rows_exactly, tag,
-    blocked_by, completes_after, txn, skipped, notice, lock, took.  ``value`` is
+    ``key`` is one of ``expectations.KEYS``: outcome, code, message, rows, row,
+    rows_exactly, tag, blocked_by, completes_after, txn, skipped, notice, lock,
+    took; each says how its value is read, checked and shown.  ``value`` is
     the text from the file (for ``row`` and ``rows_exactly`` the cells, split on
     ``|``; for ``outcome`` one outcome or several joined by `` | ``; for ``took``
     a ``TimeBound``).
@@ -57,46 +51,7 @@ class Expectation:
     line: int | None = None
 
     def describe(self) -> str:
-        scope = f"[{self.flavor}]" if self.flavor else ""
-        if self.key == "rows_exactly":
-            value = "; ".join(" | ".join(row) for row in self.value)
-        else:
-            value = " | ".join(self.value) if isinstance(self.value, list) else self.value
-        key = "expect" if self.key == "outcome" else self.key.replace("_", "-")
-        return f"{key}{scope}: {value}"
-
-
-LOCK_KINDS = ("row", "relation", "virtualxid", "transactionid", "metadata", "advisory")
-"""What ``lock:`` may name: the kind of lock a step waited on, as the server reported it."""
-
-
-@dataclass(frozen=True)
-class TimeBound:
-    """``took: <= budget + 50ms``: a bound on a step's time, absolute or relative
-    to the wait budget in force for it."""
-
-    op: str  # <=, <, >=, >
-    ms: float  # the constant part
-    relative: bool  # budget + ms
-
-    def __str__(self) -> str:
-        if not self.relative:
-            return f"{self.op} {self.ms:g}ms"
-        if self.ms == 0:
-            return f"{self.op} budget"
-        sign = "+" if self.ms > 0 else "-"
-        return f"{self.op} budget {sign} {abs(self.ms):g}ms"
-
-    def limit(self, budget_ms: float | None) -> float | None:
-        if not self.relative:
-            return self.ms
-        return None if budget_ms is None else budget_ms + self.ms
-
-    def holds(self, took_ms: float, budget_ms: float | None) -> bool:
-        limit = self.limit(budget_ms)
-        if limit is None:
-            return False
-        return {"<=": took_ms <= limit, "<": took_ms < limit, ">=": took_ms >= limit, ">": took_ms > limit}[self.op]
+        return describe_expectation(self.key, self.value, self.flavor)
 
 
 @dataclass
@@ -214,7 +169,7 @@ class Scenario:
     """Cluster engines: session -> node name (``nodes: A=node1 C=node2``);
     sessions not named here sit where ``default_node`` puts them."""
     path: Path | None = None
-    kind: str = "scenario"  # "scenario" or "isolation-spec"
+    kind: ScenarioKind = ScenarioKind.SCENARIO
     across: list[AcrossSteps] = field(default_factory=list)
     """Expectations across steps (``one-of: 5, 7 expect deadlock``)."""
     explicit_permutations: bool = True

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
 from ..registry import SINGLE_ENGINES, Engine
-from .model import Blocker, PermutationEntry, Scenario, SessionDef, Step
+from .model import Blocker, PermutationEntry, Scenario, ScenarioKind, SessionDef, Step
 
 MAX_INTERLEAVINGS = 100_000
 
@@ -107,10 +107,12 @@ def tokenize(text: str, path) -> list[Token]:
             tokens.append(Token("ident", "".join(buf), start_line))
         elif ch.isdigit() and ch.isascii():
             m = re.compile(r"[0-9]+").match(text, i)
+            assert m is not None  # text[i] is a digit
             tokens.append(Token("int", m.group(0), line))
             i = m.end()
         elif _IDENT_START.match(ch):
             m = _IDENT.match(text, i)
+            assert m is not None  # text[i] starts an identifier
             word = m.group(0)
             kind = "keyword" if word in _KEYWORDS else "ident"
             tokens.append(Token(kind, word, line))
@@ -156,7 +158,7 @@ class _Parser:
         return self.expect("ident", what)
 
 
-class Interleavings(Sequence):
+class Interleavings(Sequence[list[PermutationEntry]]):
     """Every ordering that keeps each session's steps in order, in upstream's
     order (recursively pick the next step of session 1, then of session 2, ...).
 
@@ -337,8 +339,7 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
         what = "{ ... }" if tok.kind == "sql" else tok.value
         raise ScenarioError(path, tok.line, f"syntax error at {what!r}: expected permutation or end of file")
     explicit = bool(permutations)
-    if not explicit:
-        permutations = _all_interleavings(session_steps, path)
+    order: Sequence[list[PermutationEntry]] = permutations if explicit else _all_interleavings(session_steps, path)
     engines = [Engine.POSTGRES.value]
     m = _ENGINES.search(text)
     if m:
@@ -356,9 +357,9 @@ def parse_spec(text: str, path: str | Path = "<input>", name: str | None = None)
         teardown={None: teardown} if teardown else {},
         sessions=sessions,
         steps=steps,
-        permutations=permutations,
+        permutations=order,
         path=Path(path) if path != "<input>" else None,
-        kind="isolation-spec",
+        kind=ScenarioKind.ISOLATION_SPEC,
         explicit_permutations=explicit,
     )
 

@@ -46,30 +46,14 @@ from pathlib import Path
 
 from .errors import ScenarioError, printable, read_source
 from ..registry import CLUSTER_ENGINES, ENGINE_NAMES as ENGINES, FLAVORS, Family, Flavor, engine as engine_spec
-from .model import LOCK_KINDS, OUTCOMES, TXN_STATES, AcrossSteps, Expectation, Scenario, Step, TimeBound
+from .expectations import BY_WORD, KEYS, OUTCOMES, BadValue
+from .model import AcrossSteps, Expectation, Scenario, Step
 
 HEADER_KEYS = ("title", "engines", "nodes", "source", "lesson", "setup", "teardown")
-EXPECT_KEYS = {
-    "expect": "outcome",  # ok, timed_out, refused, skipped, deadlock, ...
-    "code": "code",  # SQLSTATE (55P03) or MySQL errno (1205)
-    "message": "message",  # the server's exact primary message
-    "rows": "rows",  # number of rows returned
-    "row": "row",  # one expected row, cells split on |
-    "tag": "tag",  # command tag, e.g. UPDATE 1
-    "blocked-by": "blocked_by",  # the server reports this step waiting on that session ("nobody": never waiting)
-    "completes-after": "completes_after",  # finishes only after step N ran
-    "txn": "txn",  # transaction state afterwards
-    "skipped": "skipped",  # how many rows SKIP LOCKED passed over
-    "rows-exactly": "rows_exactly",  # the whole result, in order: one line per row, cells split on |
-    "notice": "notice",  # a notice or warning the server sent contains this text
-    "lock": "lock",  # the kind of lock the step waited on (row, relation, virtualxid, ...)
-    "took": "took",  # a bound on the step's time: <= budget + 50ms, < 20ms
-}
-_KEY_NAMES = {v: k for k, v in EXPECT_KEYS.items()}
+EXPECT_KEYS = {spec.word: spec.name for spec in KEYS.values()}
+"""The words an indented ``key:`` line may use (see ``expectations.KEYS``) -> ``Expectation.key``."""
 
 _STEP_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]{0,15})(?:\[([a-z0-9]+)\])?>\s?(.*)$")
-_TOOK_RE = re.compile(r"^(<=|<|>=|>)\s*(?:(budget)(?:\s*([+-])\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s))?"
-                      r"|([0-9]+(?:\.[0-9]+)?)\s*(ms|s))$")
 _ONE_OF_RE = re.compile(r"^([0-9]+(?:\s*,\s*[0-9]+)+)\s+expect\s+([a-z_]+)$")
 _KEY_RE = re.compile(r"^([a-z][a-z-]*)(?:\[([a-z0-9]+)\])?:\s?(.*)$")
 
@@ -248,55 +232,18 @@ class _Parser:
             raise self.error(lineno, f"unknown expectation '{key}' (known: {', '.join(EXPECT_KEYS)})")
         if flavor is not None and flavor not in FLAVORS:
             raise self.error(lineno, f"unknown flavor '{flavor}' (known: {', '.join(FLAVORS)})")
-        field_name = EXPECT_KEYS[key]
-        parsed: object = value
-        if field_name == "outcome":
-            for one in (v.strip() for v in value.split("|")):
-                if one not in OUTCOMES:
-                    raise self.error(lineno, f"unknown outcome '{printable(one)}' (known: {', '.join(OUTCOMES)})")
-            parsed = " | ".join(v.strip() for v in value.split("|"))
-        elif field_name == "rows_exactly":
-            # one line per row, in order: the lines together are the whole result
-            cells = [cell.strip() for cell in value.split("|")]
-            if value.strip() == "":
-                raise self.error(lineno, "'rows-exactly' needs a row (cells split on |); an empty result is 'rows: 0'")
+        spec = BY_WORD[key]
+        try:
+            parsed = spec.parse(value, len(self.scenario.steps))
+        except BadValue as exc:
+            raise self.error(lineno, str(exc)) from None
+        if spec.accumulates:
             for exp in step.expectations:
-                if exp.key == "rows_exactly" and exp.flavor == flavor:
-                    exp.value.append(cells)
+                if exp.key == spec.name and exp.flavor == flavor:
+                    assert isinstance(exp.value, list) and isinstance(parsed, list)
+                    exp.value.extend(parsed)
                     return
-            parsed = [cells]
-        elif field_name == "lock":
-            if value not in LOCK_KINDS:
-                raise self.error(lineno, f"lock must be one of: {', '.join(LOCK_KINDS)}, got {printable(value)!r}")
-        elif field_name == "took":
-            tm = _TOOK_RE.match(value)
-            if not tm:
-                raise self.error(lineno, f"took: expected a bound like '<= budget + 50ms' or '< 20ms', got {value!r}")
-            op = tm.group(1)
-            if tm.group(2):
-                ms = float(tm.group(4) or 0) * (1000 if tm.group(5) == "s" else 1) * (-1 if tm.group(3) == "-" else 1)
-                parsed = TimeBound(op, ms, True)
-            else:
-                parsed = TimeBound(op, float(tm.group(6)) * (1000 if tm.group(7) == "s" else 1), False)
-        elif field_name in ("rows", "skipped", "completes_after"):
-            if not re.fullmatch(r"[0-9]+", value):  # ASCII digits only: str.isdigit() takes '²' too
-                raise self.error(lineno, f"'{key}' needs a whole number (digits 0-9), got {value!r}")
-            if len(value.lstrip("0")) > 9:
-                raise self.error(lineno, f"'{key}' is too large: {value[:20]}...")
-            parsed = int(value)
-            if field_name == "completes_after" and not 1 <= parsed <= len(self.scenario.steps) + 1000:
-                raise self.error(lineno, "completes-after needs a step number")
-        elif field_name == "row":
-            parsed = [cell.strip() for cell in value.split("|")]
-        elif field_name == "txn":
-            if value not in TXN_STATES:
-                raise self.error(lineno, f"txn must be one of: {', '.join(TXN_STATES)}")
-        elif field_name == "code":
-            if not re.fullmatch(r"[0-9A-Z]{5}|[0-9]{1,5}", value):
-                raise self.error(lineno, f"code must be a SQLSTATE (55P03) or a MySQL errno (1205), got {value!r}")
-        elif not value:
-            raise self.error(lineno, f"'{key}' needs a value")
-        step.expectations.append(Expectation(field_name, parsed, flavor, lineno))
+        step.expectations.append(Expectation(spec.name, parsed, flavor, lineno))
 
     def _one_of(self, value: str, flavor: str | None, lineno: int) -> None:
         if flavor is not None and flavor not in FLAVORS:
@@ -369,12 +316,9 @@ class _Parser:
                     raise self.error(across.line, f"one-of: no step {name} (steps are 1 to {count})")
         for step in self.scenario.steps:
             for exp in step.expectations:
-                if exp.key == "completes_after" and not int(step.name) < exp.value <= count:
-                    raise self.error(exp.line, f"completes-after: {exp.value} must name a later step (up to {count})")
-                if exp.key == "blocked_by" and str(exp.value) != "nobody":
-                    for who in re.split(r"[,\s]+", str(exp.value)):
-                        if who and who not in names and who != "replay":  # replay: a hot standby's startup process
-                            raise self.error(exp.line, f"blocked-by: no session named {printable(who)}")
+                problem = KEYS[exp.key].reference_problem(exp.value, int(step.name), count, names)
+                if problem:
+                    raise self.error(exp.line, problem)
 
 
 def _split_comment(line: str) -> tuple[str, str]:
@@ -416,7 +360,7 @@ def write_scenario(sc: Scenario) -> str:
     for step in sc.steps:
         if step.note:
             out.extend(_value("note", step.note))
-        variants = list(step.variants.items()) or [(None, step.sql)]
+        variants: list[tuple[str | None, str]] = list(step.variants.items()) or [(None, step.sql)]
         for n, (flavor, text) in enumerate(variants):
             sql = text if text.rstrip().endswith(";") else text.rstrip() + ";"
             first, *rest = sql.splitlines()
@@ -429,13 +373,9 @@ def write_scenario(sc: Scenario) -> str:
             else:
                 out.append(f"{prompt} {first}{comment}")
         for exp in step.expectations:
-            key = _KEY_NAMES[exp.key]
+            spec = KEYS[exp.key]
             scope = f"[{exp.flavor}]" if exp.flavor else ""
-            if exp.key == "rows_exactly":
-                out.extend(f"    {key}{scope}: {' | '.join(row)}" for row in exp.value)
-                continue
-            value = " | ".join(exp.value) if isinstance(exp.value, list) else exp.value
-            out.append(f"    {key}{scope}: {value}")
+            out.extend(f"    {spec.word}{scope}: {line}" for line in spec.lines(exp.value))
     for across in sc.across:
         out.append(across.describe())
     if sc.epilogue:

@@ -51,6 +51,11 @@ class Cluster:
     def first(self) -> str:
         return next(iter(self.nodes))
 
+    @property
+    def sandbox(self) -> str:
+        """The sandbox database (schema) every node uses."""
+        return self.nodes[self.first].sandbox
+
     def describe(self) -> str:
         return ", ".join(f"{name}={t.describe()}" for name, t in self.nodes.items())
 

@@ -35,6 +35,7 @@ import psycopg
 from ..registry import TopologyName
 from .embedded_postgres import EmbeddedPostgres
 from .process import ServerStartError, _die_with_parent, as_user
+from ..core.rows import one
 
 SLOT_NAME = "lockrace_standby"
 
@@ -159,14 +160,14 @@ def wal_target(primary: psycopg.Connection) -> int:
     position just past a page header (nothing written on that page yet) is
     the page's start, which is where a standby's replay stops."""
     flush_wal(primary)
-    insert = lsn_int(primary.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+    insert = lsn_int(one(primary.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone())[0])
     if insert % 8192 in (24, 40):  # short / long (segment start) page header
         insert -= insert % 8192
     return insert
 
 
 def replayed(standby: psycopg.Connection, target: int) -> bool:
-    text = standby.execute("SELECT pg_last_wal_replay_lsn()::text").fetchone()[0]
+    text = one(standby.execute("SELECT pg_last_wal_replay_lsn()::text").fetchone())[0]
     return text is not None and lsn_int(text) >= target
 
 

@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 _live: list["PrivateServer"] = []
 
@@ -199,7 +200,7 @@ class PrivateServer:
         if self._cancelled:
             raise ServerStartError(f"the private {self.kind} server was stopped while it started")
 
-    def run_helper(self, argv: list[str], **popen: object) -> tuple[int, str]:
+    def run_helper(self, argv: list[str], **popen: Any) -> tuple[int, str]:
         """Run a program that fills a directory for the start (cp, initdb) as
         the server's user and return its exit code and output.  A stop kills
         it, with everything it started, so that the directory can be removed at
@@ -451,7 +452,7 @@ def install_template(staging: Path, template: Path, server: "PrivateServer | Non
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(template, ignore_errors=True)  # one that is not usable any more
     user = server.user if server is not None else None
-    if user is None:
+    if server is None or user is None:
         shutil.move(str(staging), str(partial))
     elif os.stat(staging.parent).st_dev == os.stat(template.parent).st_dev:
         os.rename(staging, partial)

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..registry import ENGINES, Engine
 from .process import PrivateServer
+from ..core.rows import one
 
 PG_ENV = ENGINES[Engine.POSTGRES].env
 MYSQL_ENV = ENGINES[Engine.MYSQL].env
@@ -81,7 +82,7 @@ def standby_refusal(dsn: str) -> str | None:
         import psycopg
 
         with psycopg.connect(dsn, connect_timeout=5, autocommit=True, application_name="lockrace check") as conn:
-            in_recovery = bool(conn.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+            in_recovery = bool(one(conn.execute("SELECT pg_is_in_recovery()").fetchone())[0])
     except Exception:
         return None
     return standby_refused(redact(dsn)) if in_recovery else None
@@ -111,7 +112,7 @@ def pg_options(conninfo: str, *ours: str) -> str:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except Exception:  # not parsed here: libpq says why when it connects
         params = {}
-    user = params["options"] if "options" in params else os.environ.get("PGOPTIONS", "")
+    user = str(params["options"]) if "options" in params else os.environ.get("PGOPTIONS", "")
     return " ".join(part for part in (user, *ours) if part and part.strip())
 
 
@@ -154,7 +155,9 @@ def is_secret_key(key: str) -> bool:
 
 def _redact_uri(uri: str) -> str:
     lead = len(uri) - len(uri.lstrip())
-    rest_at = lead + _URI_START.match(uri[lead:]).end()
+    scheme = _URI_START.match(uri[lead:])
+    assert scheme is not None, "called for a URI only (see redact)"
+    rest_at = lead + scheme.end()
     head, rest = uri[:rest_at], uri[rest_at:]
     # query parameters: key=value&..., keys and values percent-encoded
     q = rest.find("?")
