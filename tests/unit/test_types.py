@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
+from support.paths import REPO
 
 
 def test_mypy_is_clean():
