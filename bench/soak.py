@@ -10,7 +10,7 @@ open file descriptors and resident memory of this process.
     python bench/soak.py --runs 50 --engine postgres
     python bench/soak.py --pg postgresql://postgres@127.0.0.1:5432/postgres --json
 
-tests/test_fault_soak.py runs the same code, shorter, and asserts no growth.
+tests/engine/test_fault_soak.py runs the same code, shorter, and asserts no growth.
 """
 
 from __future__ import annotations

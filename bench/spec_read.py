@@ -8,7 +8,7 @@ run, so reading stays linear in the file's size.
     python bench/spec_read.py                 # 300, 1000, 3000 and 10000 steps
     python bench/spec_read.py --steps 3000
 
-tests/test_fault_parsers.py asserts the memory stays linear (no wall-clock check).
+tests/unit/test_fault_parsers.py asserts the memory stays linear (no wall-clock check).
 """
 
 from __future__ import annotations

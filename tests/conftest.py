@@ -1,9 +1,7 @@
-"""Shared fixtures: one real server per engine for the whole test session.
+"""The whole suite's hooks; the server fixtures live in tests/support/servers.py.
 
-PostgreSQL: the embedded PostgreSQL 18 from the wheel (or LOCKRACE_PG_DSN).
-MySQL family: a private server: the one LOCKRACE_MYSQLD names (MariaDB or
-MySQL), else mariadbd/mysqld on PATH (or LOCKRACE_MYSQL_DSN).
-Database tests never skip in CI (CI=true): a missing server fails them.
+Each folder's conftest.py marks its tests with its marker (unit, engine,
+postgres, mysql, galera, standby, app, cli, isolation, witness).
 
 Every test of the MySQL family carries the ``mysql`` marker (given here: a
 test that uses the MySQL-family fixtures or parameters, or whose code names
@@ -23,36 +21,17 @@ import re
 import tempfile
 
 import pytest
+from support.flavor import private_mysql_flavor
 
-from lockrace.backends import open_backend
-from lockrace.engine.race import Race
-from lockrace.servers.process import ServerStartError
-from lockrace.servers.target import mysql_target, pg_target
+# the server fixtures (pg_backend, mysql_backend, make_race, own_server, ...), the DSN
+# fixtures of servers lockrace did not start (pg_dsn, mysql_dsn) and server_tmp
+pytest_plugins = ("support.servers", "support.dsn", "support.cli")
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # the app keeps its statement history across runs: the tests' own, not the user's
 os.environ.setdefault("LOCKRACE_HISTORY_DIR", tempfile.mkdtemp(prefix="lockrace-test-history-"))
 
 _MYSQL_FIXTURES = {"mysql_server", "mysql_backend"}
 _NAMES_MYSQL = re.compile(r"mysql|mariadb", re.IGNORECASE)
-
-
-def private_mysql_flavor() -> str | None:
-    """'mariadb' or 'mysql': the private MySQL-family server the tests start; None
-    when there is none (or the tests use LOCKRACE_MYSQL_DSN)."""
-    if os.environ.get("LOCKRACE_MYSQL_DSN"):
-        return None
-    from lockrace.servers.private_mysql import find_server_binary
-
-    try:
-        return find_server_binary()[0]
-    except ServerStartError:
-        return None
-
-
-def private_server_name() -> str:
-    """'MySQL' or 'MariaDB': how lockrace names the private MySQL-family server."""
-    return "MySQL" if private_mysql_flavor() == "mysql" else "MariaDB"
 
 
 def _mysql_family(item) -> bool:
@@ -85,138 +64,3 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
-def _unavailable(what: str, exc: Exception):
-    if IN_CI:
-        pytest.fail(f"{what} is required in CI: {exc}")
-    pytest.skip(f"{what} unavailable: {exc}")
-
-
-@pytest.fixture(scope="session")
-def pg_server():
-    try:
-        target = pg_target(None)
-    except ServerStartError as exc:
-        _unavailable("PostgreSQL", exc)
-    yield target
-    target.stop()
-
-
-@pytest.fixture(scope="session")
-def mysql_server():
-    try:
-        target = mysql_target(None)
-    except ServerStartError as exc:
-        _unavailable("MariaDB/MySQL", exc)
-    yield target
-    target.stop()
-
-
-@pytest.fixture(scope="session")
-def galera_cluster():
-    """A private 2-node MariaDB Galera cluster (or LOCKRACE_GALERA_DSNS), once per session."""
-    from lockrace.servers.choose import target_for
-
-    try:
-        cluster = target_for("galera", None)
-    except ServerStartError as exc:
-        _unavailable("MariaDB Galera", exc)
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture(scope="session")
-async def galera_backend(galera_cluster):
-    return await open_backend(galera_cluster)
-
-
-@pytest.fixture(scope="session")
-async def pg_backend(pg_server):
-    return await open_backend(pg_server)
-
-
-@pytest.fixture(scope="session")
-async def mysql_backend(mysql_server):
-    return await open_backend(mysql_server)
-
-
-@pytest.fixture(params=["postgres", "mysql"])
-def engine(request):
-    return request.param
-
-
-@pytest.fixture
-def backend(request, engine):
-    """The backend for ``engine`` (parametrize tests over both with ``engine``; cluster engines too)."""
-    fixture = {"postgres": "pg_backend", "mysql": "mysql_backend", "galera": "galera_backend",
-               "postgres-standby": "pg_standby_backend"}[engine]
-    return request.getfixturevalue(fixture)
-
-
-@pytest.fixture
-async def make_race():
-    """make_race(backend, names=...) -> an open Race, closed after the test."""
-    races: list[Race] = []
-
-    async def factory(backend, names=("A", "B", "C", "D"), placement=None):
-        await backend.reset_sandbox()
-        race = await Race(backend, names, placement=placement).open()
-        races.append(race)
-        return race
-
-    yield factory
-    for race in races:
-        await race.close()
-
-
-@pytest.fixture(scope="module", params=["postgres", "mysql"])
-async def own_server_module(request):
-    """A private server of the test module's own, which its tests may kill and
-    restart (never the session-wide one)."""
-    import asyncio
-
-    factory = pg_target if request.param == "postgres" else mysql_target
-    target = await asyncio.to_thread(factory, None)
-    try:
-        yield target
-    finally:
-        await asyncio.to_thread(target.stop)
-
-
-@pytest.fixture
-async def own_server(own_server_module):
-    """That server, running (a test that failed half-way may have left it dead)."""
-    import asyncio
-
-    if not own_server_module.server.running:
-        await asyncio.to_thread(own_server_module.server.restart)
-    return own_server_module
-
-
-@pytest.fixture(scope="session")
-def pg_standby_pair():
-    """A private PostgreSQL primary + hot standby for the whole test session
-    (both from the embedded PostgreSQL install); at the end both are stopped,
-    and no process of theirs nor their temp dirs may remain."""
-    from pathlib import Path
-
-    from lockrace.servers.pg_standby import StandbyPair
-
-    try:
-        pair = StandbyPair().start()
-    except ServerStartError as exc:
-        _unavailable("PostgreSQL primary + hot standby", exc)
-    dirs = [pair.primary.dir, pair.standby.dir]
-    pids = [pair.primary.proc.pid, pair.standby.proc.pid]
-    yield pair
-    pair.stop()
-    left = [str(d) for d in dirs if Path(d).exists()]
-    alive = [p for p in pids if Path(f"/proc/{p}").exists()]
-    assert not left and not alive, f"the standby pair left temp dirs {left} / processes {alive}"
-
-
-@pytest.fixture(scope="session")
-async def pg_standby_backend(pg_standby_pair):
-    """The pair as a postgres-standby cluster backend (nodes primary, standby)."""
-    from lockrace.servers.pg_standby import start_standby
-
-    return await open_backend(start_standby(pg_standby_pair))

@@ -350,7 +350,7 @@ class LockraceApp(App[int]):
         if panel is not None:
             panel.input.focus()
             if panel.session_log.entries:
-                panel.call_after_refresh(panel._redraw, panel.session_log)  # rewrap at the new width
+                panel.call_after_refresh(panel.redraw, panel.session_log)  # rewrap at the new width
 
     def _banner(self, text: str | None, style: str = "bold") -> None:
         banner = self.query_one("#banner", Static)

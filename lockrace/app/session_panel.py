@@ -251,7 +251,7 @@ class SessionPanel(Vertical):
         width = event.size.width
         if self._drawn_width not in (None, width) and self.session_log.entries:
             # a RichLog wraps at write time: rewrap the transcript for the new width (and show its end)
-            self.call_after_refresh(self._redraw, self.session_log)
+            self.call_after_refresh(self.redraw, self.session_log)
         self._drawn_width = width
 
     def refresh_status(self) -> None:
@@ -312,11 +312,11 @@ class SessionPanel(Vertical):
         self._pending.clear()
         if log.entries:
             # drawn once the panel has its size (it may just have been un-hidden): a RichLog wraps at write time
-            self.call_after_refresh(self._redraw, log)
+            self.call_after_refresh(self.redraw, log)
         self.show_next(log.next_text)
         self.refresh_status()
 
-    def _redraw(self, log: SessionLog) -> None:
+    def redraw(self, log: SessionLog) -> None:
         if log is not self.session_log:
             return
         self.transcript.clear()

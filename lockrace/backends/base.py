@@ -53,7 +53,18 @@ class RowLockHolders:
 
 
 class SessionConnection(ABC):
+    """What the engine needs of one session's connection, and all it uses: ``ident``
+    (the server's name for it: backend pid / connection id, which the monitor's
+    ``waits``, ``cancel`` and ``terminate`` take), ``send`` + ``execute`` (one
+    statement text in, a ``StatementResult`` out, never an exception for SQL),
+    the transaction state, the budgets, ``closed`` and ``close``.  A statement
+    is cancelled from the monitor (``MonitorConnection.cancel(ident)``), never
+    on the session's own connection."""
+
     ident: int = 0  # backend pid / connection id
+    threaded: bool = False
+    """Every statement is one blocking driver call on the session's own thread (no
+    answer read on the loop): ``Backend.reads`` = "threaded"."""
 
     @property
     def closed(self) -> bool:
@@ -96,6 +107,12 @@ class SessionConnection(ABC):
 
 
 class MonitorConnection(ABC):
+    """What the engine needs of a server's monitor connection: who waits on whom
+    (``waits``, from the server's own lock views, never from elapsed time), cancel
+    and end a session's statement (``cancel``, ``terminate``), and the reads the
+    explanations take (``row_lock_holders``, ``refusal_holders``, ``plain_read``,
+    ``skip_reads``, ``deadlock_report``)."""
+
     ident: int = 0  # the monitor's own backend pid / connection id
     snapshot_ns: int | None = None
     """perf_counter_ns() when the lock views behind the last ``waits`` answer were read,
@@ -160,6 +177,22 @@ class MonitorConnection(ABC):
     async def close(self) -> None: ...
 
 
+READS_ENV = "LOCKRACE_READS"
+READS = ("loop", "threaded")
+
+
+def reads_from_env() -> str:
+    """How sessions read their answers, as LOCKRACE_READS says: "loop" (the default: a
+    short answer is read on the event loop, see docs/internals.md) or "threaded" (every
+    statement is one blocking driver call on the session's own thread)."""
+    import os
+
+    value = os.environ.get(READS_ENV, "").strip().lower() or "loop"
+    if value not in READS:
+        raise ValueError(f"{READS_ENV}={value!r}: expected one of {', '.join(READS)}")
+    return value
+
+
 class Backend(ABC):
     family: str  # postgres | mysql (registry.Family: the driver and the SQL it speaks)
     topology: str = TopologyName.SINGLE  # a cluster's backend: its topology (registry.py)
@@ -169,6 +202,16 @@ class Backend(ABC):
     admin_timeout: float = 10.0
     """Seconds any statement lockrace issues for itself (setup, teardown, sandbox)
     may take, lock waits included; ``lockrace run --step-timeout`` sets it."""
+    reads: str | None = None
+    """How the sessions opened from now on read answers: "loop" or "threaded" (see
+    ``reads_from_env``); None: as LOCKRACE_READS says."""
+
+    def threaded_reads(self) -> bool:
+        """Whether a new session does every statement on its own thread (no fast path)."""
+        reads = self.reads if self.reads is not None else reads_from_env()
+        if reads not in READS:
+            raise ValueError(f"reads={reads!r}: expected one of {', '.join(READS)}")
+        return reads == "threaded"
 
     @property
     def dialect(self) -> Dialect:

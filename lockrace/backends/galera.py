@@ -31,13 +31,13 @@ CATCH_UP_S = 10.0
 
 
 async def read_counters(monitor) -> dict[str, int]:
-    rows = await monitor._query(_COUNTERS_SQL)
+    rows = await monitor.run_query(_COUNTERS_SQL)
     return {str(k).lower(): int(v) for k, v in rows}
 
 
 async def status(backend, names: tuple[str, ...]) -> dict[str, str]:
     """A few wsrep status values of one node, on a short-lived connection."""
-    conn = await backend._connect(None)
+    conn = await backend.connect(None)
 
     def work():
         cur = conn.cursor()
@@ -70,7 +70,7 @@ class GaleraHooks(ClusterHooks):
         from .mysql import MySQLBackend
 
         probe = MySQLBackend(target)
-        conn = await asyncio.to_thread(probe._connect_sync, None)
+        conn = await asyncio.to_thread(probe.connect_blocking, None)
 
         def work():
             cur = conn.cursor()
@@ -126,17 +126,17 @@ class GaleraHooks(ClusterHooks):
             return reports
         monitor = _on_galera(node_monitor)
         ids = ",".join(str(i) for i in missing)
-        rows = await monitor._query(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({ids})"
+        rows = await monitor.run_query(f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ({ids})"
                                     " AND COMMAND = 'Query' AND STATE = 'starting'")
         if not rows:
             return reports
-        state = dict(await monitor._query("SHOW GLOBAL STATUS WHERE Variable_name = 'wsrep_local_state_comment'"))
+        state = dict(await monitor.run_query("SHOW GLOBAL STATUS WHERE Variable_name = 'wsrep_local_state_comment'"))
         comment = next(iter(state.values()), "")
         if comment == "Synced":
             return reports
         holders: tuple[int, ...] = ()
         if getattr(monitor, "has_mdl_info", False):
-            found = await monitor._query("SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO"
+            found = await monitor.run_query("SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO"
                                          " WHERE LOCK_MODE LIKE 'MDL_BACKUP_FTWRL%'")
             holders = tuple(sorted(int(r[0]) for r in found))
         lock = LockInfo("replication", "", "", f"{node} to catch up with the cluster (wsrep_sync_wait; {node} is {comment})")
@@ -148,7 +148,7 @@ class GaleraHooks(ClusterHooks):
 
     async def _causal_budget(self, monitor) -> Budget | None:
         """repl.causal_read_timeout from the node's provider options (PT30S by default)."""
-        rows = await monitor._query("SELECT @@wsrep_provider_options")
+        rows = await monitor.run_query("SELECT @@wsrep_provider_options")
         m = re.search(r"repl\.causal_read_timeout\s*=\s*PT(?:(\d+)M)?(\d+(?:\.\d+)?)S", str(rows[0][0]) if rows else "")
         if not m:
             return None

@@ -19,14 +19,14 @@ from . import arrival
 
 
 class SocketWatch:
-    """Mixin for a session: ``_reading`` is the answer the loop reads (or None)."""
+    """Mixin for a session: ``reading`` is the answer the loop reads (or None)."""
 
     def _init_watch(self) -> None:
-        self._reading: LoopAnswer | None = None  # an answer being read on the loop
+        self.reading: LoopAnswer | None = None  # an answer being read on the loop
         self._watch_loop: asyncio.AbstractEventLoop | None = None  # the loop that has a reader on the socket
         self._watch_fd = -1
         self._arrival_fd = -1  # the socket whose arrivals are noted (see arrival.py)
-        self._arrival_sig = 0
+        self.arrival_signal = 0
 
     def _socket_fd(self) -> int | None:
         raise NotImplementedError
@@ -43,28 +43,28 @@ class SocketWatch:
                 signum = arrival.watch(fd)
                 if signum is None:
                     return None
-                self._arrival_fd, self._arrival_sig = fd, signum
+                self._arrival_fd, self.arrival_signal = fd, signum
             loop.add_reader(fd, self._readable)
             self._watch_loop, self._watch_fd = loop, fd
         elif self._watch_loop is not loop:
             return None
         # (watched since an earlier statement: the socket stays the same while it is open)
-        arrival.take(self._arrival_sig)  # whatever came before this statement is not its answer
+        arrival.take(self.arrival_signal)  # whatever came before this statement is not its answer
         return loop
 
     def _readable(self) -> None:
-        if self._reading is not None:
-            self._reading.readable()
+        if self.reading is not None:
+            self.reading.readable()
         else:  # the thread reads now (a long answer, the budgets): the loop stops looking
-            self._unwatch()
+            self.unwatch()
 
-    def _unwatch(self, arrivals: bool = False) -> None:
+    def unwatch(self, arrivals: bool = False) -> None:
         if self._watch_loop is not None:
             with contextlib.suppress(Exception):
                 self._watch_loop.remove_reader(self._watch_fd)
             self._watch_loop = None
         if arrivals and self._arrival_fd >= 0:
-            arrival.unwatch(self._arrival_fd, self._arrival_sig)
+            arrival.unwatch(self._arrival_fd, self.arrival_signal)
             self._arrival_fd = -1
 
 

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import math
 import re
-import socket
 import threading
 import time
 from time import perf_counter_ns
@@ -26,7 +25,7 @@ import pymysql.connections
 import pymysql.converters
 import pymysql.cursors
 import pymysql.protocol
-from pymysql.constants import CLIENT, COMMAND, SERVER_STATUS
+from pymysql.constants import CLIENT, SERVER_STATUS
 
 from ..core import prepared as prepared_mod
 from ..core.sqltext import try_statements, words
@@ -38,21 +37,10 @@ from . import sandbox as sandbox_mod
 from .base import Backend, ConnectError, MonitorConnection, RowLockHolders, SessionConnection, WaitReport, mysql_tag
 from .loop_answer import SocketWatch
 from .mysql_answer import LoopRead
+from .pymysql_adapter import (LOOP_DRIVER, TEXT_CONV, Connection, count_rest, end_unbuffered, error_parts, is_open,
+                              read_sent, send_query, shut, socket_of, take_error, warning_count)
 from .queries import query
 from .worker import SessionThread
-
-
-class _Packet(pymysql.connections.MysqlPacket):
-    """Keeps the SQLSTATE of an error packet, which PyMySQL drops."""
-
-    def raise_for_error(self):
-        data = self._data
-        sqlstate = data[4:9].decode("ascii", "replace") if data[3:4] == b"#" else "HY000"
-        try:
-            super().raise_for_error()
-        except pymysql.MySQLError as exc:
-            exc.sqlstate = sqlstate
-            raise
 
 
 # errors that come before a statement runs at all: it did not parse (or was empty)
@@ -82,56 +70,6 @@ def _commits_first(sql: str, index: int) -> bool:
     return first[0] != "LOAD" or first[1:2] == ("INDEX",)
 
 
-def _eof_status(payload: bytes) -> int | None:
-    """The server's status flags in an EOF packet (None: not an EOF packet)."""
-    if payload[:1] == b"\xfe" and 5 <= len(payload) < 9:
-        return int.from_bytes(payload[3:5], "little")
-    return None
-
-
-class _Connection(pymysql.connections.Connection):
-    """PyMySQL's connection, which also takes the status flags of the EOF packet that
-    ends a result set (PyMySQL keeps only an OK packet's): a SELECT that begins a
-    transaction (autocommit off) says so only there."""
-
-    def _read_packet(self, packet_type=_Packet):
-        if packet_type is pymysql.connections.MysqlPacket:
-            packet_type = _Packet
-        packet = super()._read_packet(packet_type)
-        status = _eof_status(packet.get_all_data())
-        if status is not None:
-            self.server_status = status
-        return packet
-
-    def _create_ssl_ctx(self, sslp):
-        # TLS when the server offers it, without checking its certificate (PyMySQL's own
-        # PREFERRED, sslp == {}): one context for every connection, where PyMySQL would
-        # build one per connection (40 ms of CPU each here, reading the system's CAs)
-        if isinstance(sslp, dict) and not sslp:
-            return _preferred_context()
-        return super()._create_ssl_ctx(sslp)
-
-
-_PREFERRED_CTX = None
-
-
-def _preferred_context():
-    global _PREFERRED_CTX
-    if _PREFERRED_CTX is None:
-        import ssl
-
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        _PREFERRED_CTX = ctx
-    return _PREFERRED_CTX
-
-
-# Encoders for query arguments, but no decoders: values come back as the
-# server's own text, as the mysql client would print them.
-_TEXT_CONV = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
-
-
 def _run(fn, *args):
     return anyio.to_thread.run_sync(fn, *args)
 
@@ -142,89 +80,26 @@ def _consume(done: asyncio.Future) -> None:
         done.exception()
 
 
-def _shut(conn: _Connection) -> None:
-    """Shut ``conn``'s socket from another thread: a driver call blocked on it returns."""
-    sock = getattr(conn, "_sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-
-
-async def _close_bounded(conn: _Connection) -> None:
+async def _close_bounded(conn: Connection) -> None:
     """Close ``conn`` (its QUIT packet) without waiting on a server that does not answer."""
     call = asyncio.ensure_future(_run(conn.close))
     call.add_done_callback(_consume)
     try:
         await asyncio.wait_for(asyncio.shield(call), 1.0)
     except asyncio.TimeoutError:
-        _shut(conn)
+        shut(conn)
     except asyncio.CancelledError:
-        _shut(conn)
+        shut(conn)
         raise
     except Exception:
         pass
 
 
-def _count_rest(cur) -> int:
-    """Read the rest of an unbuffered result set off the socket, counting rows without
-    decoding them: packet headers only (PyMySQL would build a packet object and a tuple
-    per row, and hold the GIL against the UI thread far longer).  An error packet
-    (KILL QUERY, a statement timeout) raises as it would from a fetch."""
-    result = cur._result
-    if result is None or not result.unbuffered_active:
-        return 0
-    conn = result.connection
-    read = conn._read_bytes  # raises OperationalError 2013 (and closes) if the socket fails
-    n = 0
-    while True:
-        header = read(4)
-        length = header[0] | header[1] << 8 | header[2] << 16
-        if header[3] != conn._next_seq_id:
-            conn._force_close()
-            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server during query")
-        conn._next_seq_id = (header[3] + 1) % 256
-        payload = read(length)
-        more = length
-        while more == 0xFFFFFF:  # a row of 16 MiB or more continues in the next packets
-            header = read(4)
-            more = header[0] | header[1] << 8 | header[2] << 16
-            conn._next_seq_id = (header[3] + 1) % 256
-            read(more)
-        if payload[:1] == b"\xff":
-            result.unbuffered_active = False
-            _Packet(payload, conn.encoding).raise_for_error()
-        if payload[:1] == b"\xfe" and length < 9:  # EOF: the end of this result set
-            status = _eof_status(payload)
-            if status is not None:
-                conn.server_status = status
-            result._check_packet_is_eof(pymysql.protocol.MysqlPacket(payload, conn.encoding))
-            result.unbuffered_active = False
-            result.connection = None
-            return n
-        n += 1
-        if not n & 255:
-            time.sleep(0)  # hand the GIL to the UI thread now and then
-
-
-def _error_parts(exc: Exception) -> tuple[int | None, str]:
-    args = exc.args
-    if len(args) >= 2 and isinstance(args[0], int):
-        return args[0], str(args[1])
-    return None, str(exc) or type(exc).__name__
-
-
-
 # lock wait timeout (row or metadata lock), NOWAIT refusal (MySQL 8), deadlock
 _LOCK_ERRNOS = frozenset({"1205", "3572", "1213"})
 _LOOP_SQL_MAX = 4096  # characters; a longer statement is sent by the session's thread
-# the PyMySQL internals a send from the loop uses (1.1 and 1.2 have them)
-_LOOP_DRIVER = all(hasattr(pymysql.connections.Connection, name)
-                   for name in ("_execute_command", "_read_query_result")) and all(
-    hasattr(pymysql.cursors.SSCursor, name) for name in ("_do_get_result",))
-
-
 class MySQLSession(SocketWatch, SessionConnection):
-    def __init__(self, conn: _Connection, name: str, flavor: str, prepared_xa: set[str] | None = None,
+    def __init__(self, conn: Connection, name: str, flavor: str, prepared_xa: set[str] | None = None,
                  budget_prefix: str = ""):
         self.conn = conn
         self.name = name
@@ -238,7 +113,7 @@ class MySQLSession(SocketWatch, SessionConnection):
         self.prepared_xa = prepared_xa if prepared_xa is not None else set()
         # whoever uses the connection holds this: the session's thread, or the loop from a
         # send until its answer is read (see mysql_answer.py)
-        self._lock = threading.Lock()
+        self.conn_lock = threading.Lock()
         self.rollback_on_timeout = False  # innodb_rollback_on_timeout (the backend reads it)
         self._init_watch()
 
@@ -250,40 +125,41 @@ class MySQLSession(SocketWatch, SessionConnection):
 
     @property
     def closed(self) -> bool:
-        return self._closed or self.conn._sock is None  # (PyMySQL's Connection.open, one call less)
+        return self._closed or not is_open(self.conn)
 
     def send(self, sql: str, on_answer=None) -> asyncio.Future | None:
         """Send a short ``sql`` now, from the loop, and watch for its answer there
         (see mysql_answer.py); None where it cannot (a long statement, whose send
         could wait for the server to read; the connection busy or closed; a loop
-        that cannot note arrivals): ``execute`` then does it all on the thread."""
-        if self.closed or len(sql) > _LOOP_SQL_MAX or not _LOOP_DRIVER:
+        that cannot note arrivals; threaded reads, ``Backend.reads``): ``execute`` then
+        does it all on the thread."""
+        if self.threaded or self.closed or len(sql) > _LOOP_SQL_MAX or not LOOP_DRIVER:
             return None
-        if not self._lock.acquire(blocking=False):
+        if not self.conn_lock.acquire(blocking=False):
             return None
         try:
-            pending = getattr(self.conn._sock, "pending", None)
+            pending = getattr(socket_of(self.conn), "pending", None)
             if pending is not None and pending():  # TLS holds bytes nobody read: the thread's way
-                self._lock.release()
+                self.conn_lock.release()
                 return None
             loop = self._watching()
             if loop is None:
-                self._lock.release()
+                self.conn_lock.release()
                 return None
             data = sql.encode(self.conn.encoding)
             t0 = perf_counter_ns()
-            self.conn._execute_command(COMMAND.COM_QUERY, data)  # a short write into the socket's buffer
+            send_query(self.conn, data)  # a short write into the socket's buffer
         except BaseException:  # a dead socket: the thread's attempt says so
-            self._lock.release()
+            self.conn_lock.release()
             return None
-        self._reading = reading = LoopRead(self, sql, t0, loop, on_answer)
+        self.reading = reading = LoopRead(self, sql, t0, loop, on_answer)
         return reading.future
 
     def _socket_fd(self) -> int | None:
-        sock = self.conn._sock
+        sock = socket_of(self.conn)
         return sock.fileno() if sock is not None else None
 
-    def _execute(self, sql: str, sent_ns: int | None = None, arrived_ns: int | None = None) -> StatementResult:
+    def run_timed(self, sql: str, sent_ns: int | None = None, arrived_ns: int | None = None) -> StatementResult:
         """Run ``sql`` and time it; ``sent_ns``: when it was sent already (see send) and
         only its answer is to be read (``arrived_ns``: when that answer came)."""
         # Unbuffered: rows are read off the socket as they come, the first ROW_LIMIT
@@ -295,20 +171,17 @@ class MySQLSession(SocketWatch, SessionConnection):
             if sent_ns is None:
                 cur.execute(sql)
             else:
-                cur._executed = sql  # as cursor.execute notes it (fetches check it)
-                conn = self.conn
-                conn._affected_rows = conn._read_query_result(unbuffered=True)
-                cur._do_get_result()
+                read_sent(self.conn, cur, sql)
             while True:
                 has_rows = cur.description is not None
                 rows = [tuple(r) for r in cur.fetchmany(ROW_LIMIT)] if has_rows else []
-                total = len(rows) + (_count_rest(cur) if len(rows) == ROW_LIMIT else 0)
+                total = len(rows) + (count_rest(cur) if len(rows) == ROW_LIMIT else 0)
                 columns = [d[0] for d in cur.description] if has_rows else []
                 sets.append(StatementResult(
                     "ok", columns=columns, rows=rows, has_rows=has_rows, row_count=total if has_rows else -1,
                     tag=mysql_tag(sql, cur.rowcount, has_rows, total), rowcount=total if has_rows else cur.rowcount,
                 ))
-                warnings = getattr(getattr(cur, "_result", None), "warning_count", 0) or 0
+                warnings = warning_count(cur)
                 if not cur.nextset():
                     break
             t1 = arrived_ns or perf_counter_ns()
@@ -320,7 +193,7 @@ class MySQLSession(SocketWatch, SessionConnection):
                                     f" {'them' if warnings != 1 else 'it'})"]
         except pymysql.MySQLError as exc:
             t1 = arrived_ns or perf_counter_ns()
-            errno, message = _error_parts(exc)
+            errno, message = error_parts(exc)
             if isinstance(exc, pymysql.err.InterfaceError):
                 self._closed = True
             return self._error_answer(errno, message, getattr(exc, "sqlstate", None) or "HY000", sql, t0, t1, sets)
@@ -329,9 +202,8 @@ class MySQLSession(SocketWatch, SessionConnection):
             self._closed = True
             return StatementResult("connection_lost", message=str(exc) or "connection lost", elapsed_ns=t1 - t0, started_ns=t0)
         finally:
-            result = getattr(cur, "_result", None)
-            if result is not None and self._closed:
-                result.unbuffered_active = False  # nothing more will come on a dead socket
+            if self._closed:
+                end_unbuffered(cur)  # nothing more will come on a dead socket
             try:
                 cur.close()
             except Exception:
@@ -367,9 +239,7 @@ class MySQLSession(SocketWatch, SessionConnection):
         """On the loop: the whole answer was one error ``packet``, taken off the socket:
         read it as PyMySQL would, without building and raising PyMySQL's exception
         (the usual refusal or lock wait timeout)."""
-        conn = self.conn
-        conn._next_seq_id = (packet[3] + 1) % 256
-        conn._result = None  # as after PyMySQL's own read of an error
+        take_error(self.conn, packet)
         errno = int.from_bytes(packet[5:7], "little", signed=True)
         if packet[7:8] == b"#":
             sqlstate, message = packet[8:13].decode("ascii", "replace"), packet[13:].decode("utf-8", "replace")
@@ -377,20 +247,26 @@ class MySQLSession(SocketWatch, SessionConnection):
             sqlstate, message = "HY000", packet[7:].decode("utf-8", "replace")
         return self._error_answer(errno, message, sqlstate, sql, t0, t1, [], outcome_1205 if errno == 1205 else None)
 
-    def _execute_refreshed(self, sql: str, sent_ns: int | None = None) -> StatementResult:
-        """On the session's thread: ``_execute``, with the session's status flags true
+    def execute_blocking(self, sql: str, sent_ns: int | None = None) -> StatementResult:
+        """On the session's thread: ``run_timed``, with the session's status flags true
         afterwards.  ``sent_ns``: sent from the loop then, which holds the connection's
         lock and hands it over with the rest of the answer."""
         if sent_ns is None:
-            self._lock.acquire()
+            self.conn_lock.acquire()
         try:
-            result = self._execute(sql, sent_ns)
-            self._needs_status(result, sql)
+            result = self.run_timed(sql, sent_ns)
+            self.settle_status(result, sql)
         finally:
-            self._lock.release()
+            self.conn_lock.release()
         return result
 
-    def _needs_status(self, result: StatementResult, sql: str = "") -> bool:
+    @staticmethod
+    def commits_first(sql: str) -> bool:
+        """Whether the first statement of ``sql`` commits the open transaction before it
+        runs (see ``settle_status``): worked out while a statement waits."""
+        return _commits_first(sql, 0)
+
+    def settle_status(self, result: StatementResult, sql: str = "", commits_first: bool | None = None) -> bool:
         """An error packet carries no status flags: the session's transaction state
         after an error is worked out from what the server does on that error, not
         read back (a statement of lockrace's on the session's connection would
@@ -399,18 +275,22 @@ class MySQLSession(SocketWatch, SessionConnection):
         innodb_rollback_on_timeout; a statement that commits implicitly (ALTER,
         CREATE, DROP, TRUNCATE, ...) has committed it before it failed, unless it
         did not even parse; any other error leaves the transaction as it was.
-        The flags are set accordingly; nothing is left to read (False)."""
+        The flags are set accordingly; nothing is left to read (False).  ``commits_first``:
+        ``commits_first(sql)``, worked out beforehand (it holds for an error of the first
+        statement)."""
         if result.code == "1213" or result.code == "1205" and self.rollback_on_timeout \
-                or result.code and result.code not in _NOT_PARSED and _commits_first(sql, len(result.result_sets)):
+                or result.code and result.code not in _NOT_PARSED and (
+                    commits_first if commits_first is not None and not result.result_sets
+                    else _commits_first(sql, len(result.result_sets))):
             self.conn.server_status &= ~SERVER_STATUS.SERVER_STATUS_IN_TRANS
         return False
 
-    def _read_status_then(self, result: StatementResult) -> StatementResult:
+    def release_then(self, result: StatementResult) -> StatementResult:
         """On the thread, after an answer read on the loop (which holds the lock)."""
-        self._lock.release()
+        self.conn_lock.release()
         return result
 
-    def _thread(self) -> SessionThread:
+    def thread(self) -> SessionThread:
         """The session's own worker thread (its statements and budget reads, one at a time)."""
         if self._worker is None:
             self._worker = SessionThread(f"lockrace-{self.name}")
@@ -418,7 +298,7 @@ class MySQLSession(SocketWatch, SessionConnection):
 
     async def execute(self, sql: str, sent: asyncio.Future | None = None) -> StatementResult:
         if sent is None:
-            sent = self._thread().submit(self._execute_refreshed, sql)
+            sent = self.thread().submit(self.execute_blocking, sql)
         # the answer is read to its end even if the caller stops waiting for it
         result = await sent
         if "XA" in sql.upper():
@@ -435,7 +315,7 @@ class MySQLSession(SocketWatch, SessionConnection):
         return TxnState.IN_TRANSACTION if in_trans else TxnState.IDLE
 
     def _budgets(self) -> tuple[Budget, ...]:
-        with self._lock:
+        with self.conn_lock:
             return self._read_budgets()
 
     def _read_budgets(self) -> tuple[Budget, ...]:
@@ -454,15 +334,15 @@ class MySQLSession(SocketWatch, SessionConnection):
         if self.closed:
             return ()
         try:
-            return await self._thread().submit(self._budgets)
+            return await self.thread().submit(self._budgets)
         except (pymysql.MySQLError, OSError):
             return ()
 
     async def close(self) -> None:
         self._closed = True
-        if self._reading is not None:
-            self._reading.abandon()
-        self._unwatch(arrivals=True)
+        if self.reading is not None:
+            self.reading.abandon()
+        self.unwatch(arrivals=True)
         try:
             await _run(self.conn.close)  # not behind a call the session's thread may be stuck in
         except Exception:
@@ -532,7 +412,7 @@ class MySQLMonitor(MonitorConnection):
     galera_seen: dict[str, int] | None = None
     """A Galera node's wsrep counters as last read (backends/galera.py); None: not read."""
 
-    def __init__(self, conn: _Connection, flavor: str, sandbox: str, has_mdl_info: bool,
+    def __init__(self, conn: Connection, flavor: str, sandbox: str, has_mdl_info: bool,
                  own_sessions: set[int] | None = None):
         self.conn = conn
         self.ident = conn.thread_id()
@@ -553,7 +433,7 @@ class MySQLMonitor(MonitorConnection):
         # them only after 100 ms without a read, would hide the wait for 100 ms.
         self.first_poll_s = 0.005 if flavor != "mysql8" else 0.001
 
-    async def _query(self, sql: str, args=None) -> list[tuple]:
+    async def run_query(self, sql: str, args=None) -> list[tuple]:
         def work():
             cur = self.conn.cursor()
             cur.execute(sql, args)
@@ -578,7 +458,7 @@ class MySQLMonitor(MonitorConnection):
         try:
             return await asyncio.shield(call)
         except (pymysql.err.OperationalError, pymysql.err.InterfaceError, OSError) as exc:
-            if not self.conn.open or _error_parts(exc)[0] in MYSQL_CONNECTION_ERRORS \
+            if not self.conn.open or error_parts(exc)[0] in MYSQL_CONNECTION_ERRORS \
                     or isinstance(exc, (pymysql.err.InterfaceError, OSError)):
                 self._broken = True
             raise
@@ -602,10 +482,10 @@ class MySQLMonitor(MonitorConnection):
             if delay > 0:
                 await asyncio.sleep(delay)
             try:
-                return await self._query(sql, args)
+                return await self.run_query(sql, args)
             finally:
                 self._innodb_read_at = loop.time()
-        return await self._query(sql, args)
+        return await self.run_query(sql, args)
 
     async def _mariadb_waits(self) -> list[tuple]:
         """Every lock wait InnoDB reports (MariaDB), all waiters.
@@ -621,7 +501,7 @@ class MySQLMonitor(MonitorConnection):
             return self._waits_seen
         taken = perf_counter_ns()
         try:
-            rows = await self._query(query("mariadb", "innodb_lock_waits"))
+            rows = await self.run_query(query("mariadb", "innodb_lock_waits"))
         finally:
             self._innodb_read_at = loop.time()
         self._waits_seen = rows
@@ -695,7 +575,7 @@ class MySQLMonitor(MonitorConnection):
 
     async def _mdl_waits(self, idents: list[int]) -> dict[int, WaitReport]:
         ids = ",".join(str(int(i)) for i in idents)
-        rows = await self._query(_MDL_WAITERS.format(ids=ids))
+        rows = await self.run_query(_MDL_WAITERS.format(ids=ids))
         reports = {}
         for ident, state, info in rows:
             holders: tuple[int, ...] = ()
@@ -704,12 +584,12 @@ class MySQLMonitor(MonitorConnection):
                 holders, table = await self._mysql_mdl_blockers(int(ident))
             elif self.has_mdl_info and re.search(r"global read|backup", str(state), re.IGNORECASE):
                 # FLUSH TABLES WITH READ LOCK holds the backup lock in its FTWRL modes
-                found = await self._query(
+                found = await self.run_query(
                     "SELECT DISTINCT THREAD_ID FROM information_schema.METADATA_LOCK_INFO"
                     " WHERE LOCK_MODE LIKE 'MDL_BACKUP_FTWRL%%' AND THREAD_ID <> %s", (ident,))
                 holders = tuple(sorted(int(r[0]) for r in found))
             elif self.has_mdl_info:
-                found = await self._query(
+                found = await self.run_query(
                     "SELECT DISTINCT THREAD_ID, TABLE_NAME FROM information_schema.METADATA_LOCK_INFO"
                     " WHERE TABLE_SCHEMA = %s AND THREAD_ID <> %s AND TABLE_NAME <> ''",
                     (self.sandbox, ident),
@@ -721,7 +601,7 @@ class MySQLMonitor(MonitorConnection):
                 if table and not _DDL_TEXT.match(text):
                     # A read or write waits for a metadata lock only behind DDL.  METADATA_LOCK_INFO
                     # lists granted locks, not the queued DDL that really blocks it: name that.
-                    queued = await self._query(_MDL_QUEUED, (ident,))
+                    queued = await self.run_query(_MDL_QUEUED, (ident,))
                     ahead = tuple(sorted(int(t) for t, q in queued
                                          if re.search(rf"\b{re.escape(table.lower())}\b", (q or "").lower())))
                     holders = ahead or holders
@@ -736,7 +616,7 @@ class MySQLMonitor(MonitorConnection):
         share, and those whose own pending request goes first (an ALTER's EXCLUSIVE
         request makes later reads queue behind it: they wait for the ALTER, not for the
         reader it waits for).  The two tables are MySQL's own (sql/mdl.cc)."""
-        rows = await self._query(
+        rows = await self.run_query(
             "SELECT t.PROCESSLIST_ID, o.LOCK_TYPE, o.LOCK_STATUS, o.OBJECT_TYPE, o.OBJECT_NAME"
             " FROM performance_schema.metadata_locks p"
             " JOIN performance_schema.threads pt ON pt.THREAD_ID = p.OWNER_THREAD_ID"
@@ -747,7 +627,7 @@ class MySQLMonitor(MonitorConnection):
             " WHERE p.LOCK_STATUS = 'PENDING' AND pt.PROCESSLIST_ID = %s",
             (ident,),
         )
-        mine = await self._query(
+        mine = await self.run_query(
             "SELECT p.LOCK_TYPE FROM performance_schema.metadata_locks p"
             " JOIN performance_schema.threads pt ON pt.THREAD_ID = p.OWNER_THREAD_ID"
             " WHERE p.LOCK_STATUS = 'PENDING' AND pt.PROCESSLIST_ID = %s", (ident,))
@@ -775,35 +655,35 @@ class MySQLMonitor(MonitorConnection):
         from ..core.deadlock import latest_deadlock
 
         try:
-            rows = await self._query("SHOW ENGINE INNODB STATUS")
+            rows = await self.run_query("SHOW ENGINE INNODB STATUS")
         except pymysql.MySQLError:
             return None
         return latest_deadlock(str(rows[0][2])) if rows and len(rows[0]) > 2 else None
 
     async def cancel(self, ident: int) -> bool:
         try:
-            await self._query(f"KILL QUERY {int(ident)}")
+            await self.run_query(f"KILL QUERY {int(ident)}")
             return True
         except pymysql.MySQLError:
             return False
 
     async def terminate(self, ident: int) -> bool:
         try:
-            await self._query(f"KILL CONNECTION {int(ident)}")
+            await self.run_query(f"KILL CONNECTION {int(ident)}")
             return True
         except pymysql.MySQLError:
             return False
 
     async def plain_read(self, sql: str) -> list[tuple] | None:
         try:
-            return await self._query(sql)
+            return await self.run_query(sql)
         except pymysql.MySQLError:
             return None
 
     async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
         try:
             if self.flavor == "mysql8" and self.performance_schema:
-                rows = await self._query(
+                rows = await self.run_query(
                     # a row lock's owner by its transaction's table lock (see data_lock_waits.sql)
                     "SELECT t.PROCESSLIST_ID, COUNT(*) FROM performance_schema.data_locks l"
                     " JOIN (SELECT ENGINE_TRANSACTION_ID, MIN(THREAD_ID) AS THREAD_ID"
@@ -906,7 +786,7 @@ class MySQLBackend(Backend):
         self.has_mdl_info = False
         self.performance_schema = True  # MySQL: its lock views are there (SELECT @@performance_schema)
         self.token = sandbox_mod.new_token()
-        self.owner: _Connection | None = None  # holds the sandbox's named lock (DSN servers)
+        self.owner: Connection | None = None  # holds the sandbox's named lock (DSN servers)
         self.marked = True  # the server takes database comments (MariaDB 10.5+)
         self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
         self.session_idents: set[int] = set()  # thread ids of the sessions this backend opened
@@ -917,7 +797,7 @@ class MySQLBackend(Backend):
         self.budget_defaults: dict[str, float] = {}  # the global values (ms) that SET ... = DEFAULT gives
         self.rollback_on_timeout = False  # innodb_rollback_on_timeout: a 1205 ends the whole transaction
 
-    def _connect_sync(self, database: str | None, role: str = "session") -> _Connection:
+    def connect_blocking(self, database: str | None, role: str = "session") -> Connection:
         """A connection; ``role`` "admin" (setup, teardown, sandbox) or "monitor"
         gets server-side bounds on every statement it runs, and an admin one a
         client-side read timeout (a server that stops answering)."""
@@ -927,8 +807,8 @@ class MySQLBackend(Backend):
         elif role == "heartbeat":
             kwargs["read_timeout"] = kwargs["write_timeout"] = 5
         try:
-            conn = _Connection(
-                **kwargs, database=database, autocommit=True, conv=_TEXT_CONV, connect_timeout=5,
+            conn = Connection(
+                **kwargs, database=database, autocommit=True, conv=TEXT_CONV, connect_timeout=5,
                 client_flag=CLIENT.MULTI_STATEMENTS, charset="utf8mb4",
             )
             if role in ("admin", "monitor", "heartbeat"):
@@ -943,7 +823,7 @@ class MySQLBackend(Backend):
                 conn.query("SET SESSION " + ", ".join(limits))
             return conn
         except pymysql.MySQLError as exc:
-            errno, message = _error_parts(exc)
+            errno, message = error_parts(exc)
             message = message.split("\n")[0].strip()  # keep the server's closing parenthesis
             if kwargs.get("password"):
                 message = message.replace(kwargs["password"], "***")
@@ -951,14 +831,14 @@ class MySQLBackend(Backend):
         except (OSError, ValueError) as exc:
             raise ConnectError(f"cannot connect to MySQL/MariaDB at {self.target.describe()}: {exc}") from None
 
-    async def _connect(self, database: str | None = "", role: str = "admin") -> _Connection:
-        return await _run(self._connect_sync, self.sandbox if database == "" else database, role)
+    async def connect(self, database: str | None = "", role: str = "admin") -> Connection:
+        return await _run(self.connect_blocking, self.sandbox if database == "" else database, role)
 
-    def _sweep_and_create(self, conn: _Connection) -> None:
+    def _sweep_and_create(self, conn: Connection) -> None:
         self._sweep(conn)
         self._create(conn)
 
-    async def _admin_call(self, conn: _Connection, work):
+    async def _admin_call(self, conn: Connection, work):
         """Run ``work`` (blocking, on ``conn``) in a worker thread.  Cancelled, it
         returns at once: the statement is killed on the server from a fresh
         connection and, if the thread is still inside the driver after a second,
@@ -976,20 +856,20 @@ class MySQLBackend(Backend):
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(call), 1.0)
             if not call.done():
-                _shut(conn)
+                shut(conn)
             raise
 
     def _kill_query(self, ident: int) -> None:
         kwargs = dict(self.target.mysql_kwargs)
         kwargs["read_timeout"] = 1
-        killer = _Connection(**kwargs, autocommit=True, conv=_TEXT_CONV, connect_timeout=1, charset="utf8mb4")
+        killer = Connection(**kwargs, autocommit=True, conv=TEXT_CONV, connect_timeout=1, charset="utf8mb4")
         try:
             killer.query(f"KILL QUERY {int(ident)}")
         finally:
             killer.close()
 
     async def open(self) -> "MySQLBackend":
-        conn = await self._connect(None, role="probe")  # the flavor (which limits exist) is not known yet
+        conn = await self.connect(None, role="probe")  # the flavor (which limits exist) is not known yet
         try:
             def probe():
                 cur = conn.cursor()
@@ -1029,7 +909,7 @@ class MySQLBackend(Backend):
         self.has_mdl_info = bool(mdl)
         if not self.target.owned and not self.target.joins:
             await self._ensure_owner()
-            conn = await self._connect(None, role="admin")  # now that the flavor (its limits) is known
+            conn = await self.connect(None, role="admin")  # now that the flavor (its limits) is known
             try:
                 await self._admin_call(conn, lambda: self._sweep_and_create(conn))
             except BaseException:
@@ -1055,8 +935,8 @@ class MySQLBackend(Backend):
         row = cur.fetchone()
         return (row is not None, row[0] if row else None)
 
-    def _owner_connect(self) -> _Connection:
-        conn = self._connect_sync(None)
+    def _owner_connect(self) -> Connection:
+        conn = self.connect_blocking(None)
         cur = conn.cursor()
         try:
             cur.execute("SET SESSION wait_timeout = 31536000")  # idle for a year: still the owner
@@ -1088,19 +968,19 @@ class MySQLBackend(Backend):
                 pass
         self.owner = self._owner_connect()
 
-    def _create(self, conn: _Connection) -> None:
+    def _create(self, conn: Connection) -> None:
         cur = conn.cursor()
         name = self.sandbox
         try:
             try:
                 cur.execute(f"CREATE DATABASE `{name}` COMMENT %s", (sandbox_mod.marker(self.token),))
             except pymysql.err.ProgrammingError as exc:
-                if _error_parts(exc)[0] != 1064:  # a syntax error: this server takes no database comment
+                if error_parts(exc)[0] != 1064:  # a syntax error: this server takes no database comment
                     raise
                 self.marked = False
                 cur.execute(f"CREATE DATABASE `{name}`")
         except pymysql.MySQLError as exc:
-            errno, message = _error_parts(exc)
+            errno, message = error_parts(exc)
             if errno == 1007:  # ER_DB_CREATE_EXISTS
                 _, comment = self._comment(cur, name)
                 raise sandbox_mod.refuse_existing("database", name, comment, name in self.alive_elsewhere) from None
@@ -1114,9 +994,9 @@ class MySQLBackend(Backend):
                             (self.token,))
             except pymysql.MySQLError as exc:
                 raise sandbox_mod.SandboxError(
-                    f"cannot create the sandbox database {name}'s heartbeat table: {_error_parts(exc)[1]}") from None
+                    f"cannot create the sandbox database {name}'s heartbeat table: {error_parts(exc)[1]}") from None
 
-    def _sweep(self, conn: _Connection) -> None:
+    def _sweep(self, conn: Connection) -> None:
         """Drop marked sandboxes whose owner is provably gone: its named lock is free (on a
         Galera node: and its heartbeat has stopped, see ``_gone``)."""
         cur = conn.cursor()
@@ -1171,7 +1051,7 @@ class MySQLBackend(Backend):
                 if row is not None:
                     out[name] = (int(row[0]), int(row[1]))
             except pymysql.MySQLError as exc:
-                if _error_parts(exc)[0] == 1146:  # ER_NO_SUCH_TABLE
+                if error_parts(exc)[0] == 1146:  # ER_NO_SUCH_TABLE
                     out[name] = None
         return out
 
@@ -1290,7 +1170,7 @@ class MySQLBackend(Backend):
             pass
         return ", ".join(who)
 
-    def _bounded_ddl(self, conn: _Connection, what: str, work) -> None:
+    def _bounded_ddl(self, conn: Connection, what: str, work) -> None:
         """Run ``work`` on our own sandbox, on an admin connection (bounded waits)."""
         cur = conn.cursor()
         if what != "drop" and not self.target.owned:
@@ -1305,7 +1185,7 @@ class MySQLBackend(Backend):
         try:
             work(cur, exists)
         except pymysql.MySQLError as exc:
-            errno, message = _error_parts(exc)
+            errno, message = error_parts(exc)
             if errno not in (1205, 1969, 3024):  # lock wait timeout, statement timeouts
                 raise sandbox_mod.SandboxError(
                     f"could not {what} the sandbox database {self.sandbox}: {message}") from None
@@ -1319,20 +1199,22 @@ class MySQLBackend(Backend):
     # ------------------------------------------------------------ connections
 
     async def connect_session(self, name: str) -> MySQLSession:
-        conn = await self._connect(role="session")
+        threaded = self.threaded_reads()
+        conn = await self.connect(role="session")
         self.session_idents.add(conn.thread_id())
         session = MySQLSession(conn, name, self.flavor, self.prepared_xa, self.budget_prefix)
+        session.threaded = threaded
         session.rollback_on_timeout = self.rollback_on_timeout
         return session
 
     async def connect_monitor(self) -> MySQLMonitor:
-        monitor = MySQLMonitor(await self._connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
+        monitor = MySQLMonitor(await self.connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
                                self.session_idents)
         monitor.performance_schema = self.performance_schema
         return monitor
 
     async def run_admin(self, sqls: list[str]) -> None:
-        conn = await self._connect(role="admin")
+        conn = await self.connect(role="admin")
 
         def work():
             cur = conn.cursor()
@@ -1377,7 +1259,7 @@ class MySQLBackend(Backend):
         await self._sandbox_ddl("empty", work)
 
     async def _sandbox_ddl(self, what: str, work) -> None:
-        conn = await self._connect(None, role="admin")
+        conn = await self.connect(None, role="admin")
         try:
             await self._admin_call(conn, lambda: self._bounded_ddl(conn, what, work))
         finally:
@@ -1416,7 +1298,7 @@ class _Heartbeat(threading.Thread):
         while not self._stopping.wait(sandbox_mod.BEAT_S):
             try:
                 if conn is None:
-                    conn = self.backend._connect_sync(None, role="heartbeat")
+                    conn = self.backend.connect_blocking(None, role="heartbeat")
                 conn.query(self.sql)
             except Exception:  # missed: the next beat tries again, on a new connection
                 if conn is not None:

@@ -51,6 +51,7 @@ from pymysql.constants import SERVER_STATUS
 from ..core.events import StatementResult
 from .arrival import take as take_arrival
 from .loop_answer import LoopAnswer
+from .pymysql_adapter import replay, socket_of
 
 if TYPE_CHECKING:
     from .mysql import MySQLSession
@@ -146,57 +147,36 @@ def whole_answer(buf: bytes) -> bool:
     return False
 
 
-class Replay:
-    """PyMySQL's reader of the socket, with the bytes the loop already took off
-    it in front: PyMySQL reads those first, then the socket as before (the
-    reader puts itself back once they are read)."""
-
-    __slots__ = ("data", "pos", "conn", "rest")
-
-    def __init__(self, data: bytes, conn):
-        self.data, self.pos, self.conn, self.rest = data, 0, conn, conn._rfile
-
-    def read(self, n: int) -> bytes:
-        start, end = self.pos, self.pos + n
-        taken = self.data[start:end]
-        self.pos = min(end, len(self.data))
-        if self.pos == len(self.data) and self.conn._rfile is self:
-            self.conn._rfile = self.rest
-        if len(taken) < n:
-            taken += self.rest.read(n - len(taken))
-        return taken
-
-    def close(self) -> None:
-        self.rest.close()
-
-
 class LoopRead(LoopAnswer):
     """One answer to a statement sent from the loop: read there if it is whole
     and short, otherwise by the session's thread.  Holds the session's
     connection lock until the answer is read to its end."""
 
-    __slots__ = ("session", "sql", "t0", "outcome_1205", "_ready")
+    __slots__ = ("session", "sql", "t0", "outcome_1205", "commits_first", "_ready")
 
     def __init__(self, session: "MySQLSession", sql: str, t0: int, loop: asyncio.AbstractEventLoop,
                  on_answer=None):
         super().__init__(loop, on_answer)
         self.session, self.sql, self.t0 = session, sql, t0
         self.outcome_1205: str | None = None
-        # what a lock wait timeout would mean, worked out once the loop has slept: not
-        # now, while the server needs the CPU for the statement just sent
+        self.commits_first: bool | None = None
+        # what a lock wait timeout would mean, and whether the statement commits before it
+        # runs (the session's state after an error), worked out once the loop has slept:
+        # not now, while the server needs the CPU for the statement just sent
         self._ready: asyncio.TimerHandle | None = loop.call_later(GET_READY_S, self._get_ready)
 
     def _get_ready(self) -> None:
         self._ready = None
         self.outcome_1205 = self.session.lock_error_outcome(self.sql)
+        self.commits_first = self.session.commits_first(self.sql)
 
     def readable(self) -> None:
         now = perf_counter_ns()
         session = self.session
-        seen = take_arrival(session._arrival_sig)
+        seen = take_arrival(session.arrival_signal)
         if self.t0 < seen < now:
             now = seen  # the loop was busy when it came
-        sock = session.conn._sock
+        sock = socket_of(session.conn)
         try:
             buf = arrived(sock) if sock is not None else b""
         except (BlockingIOError, InterruptedError):
@@ -209,32 +189,32 @@ class LoopRead(LoopAnswer):
         lone_error = len(buf) > 4 and buf[4] == 0xFF and len(buf) == 4 + (buf[0] | buf[1] << 8 | buf[2] << 16)
         if not lone_error:
             if buf:  # PyMySQL reads what was taken off the socket first
-                session.conn._rfile = Replay(buf, session.conn)
+                replay(session.conn, buf)
             if len(buf) >= PEEK_BYTES or not whole_answer(buf):
                 self._hand_over()
                 return
-        session._reading = None
+        session.reading = None
         try:
             if lone_error:  # the usual refusal or lock wait timeout: read without PyMySQL (or a cursor)
                 result = session.take_lone_error(self.sql, buf, self.t0, now, self.outcome_1205)
             else:
-                result = session._execute(self.sql, self.t0, now)
+                result = session.run_timed(self.sql, self.t0, now)
         except BaseException as exc:  # a bug: never left to the loop
             result = StatementResult("error", message=f"{type(exc).__name__}: {exc}", started_ns=self.t0,
                                      elapsed_ns=now - self.t0)
-        if session._needs_status(result, self.sql):
+        if session.settle_status(result, self.sql, self.commits_first):
             # the error packet leaves the session's state unknown: read it back on the thread
-            rest = session._thread().submit(session._read_status_then, result)
+            rest = session.thread().submit(session.release_then, result)
             rest.add_done_callback(self._from_thread)
             return
-        session._lock.release()
+        session.conn_lock.release()
         self._settle(result)
 
     def _hand_over(self) -> None:
         session = self.session
-        session._reading = None
-        session._unwatch()  # the thread reads the socket now; the loop must not wake on it
-        rest = session._thread().submit(session._execute_refreshed, self.sql, self.t0)
+        session.reading = None
+        session.unwatch()  # the thread reads the socket now; the loop must not wake on it
+        rest = session.thread().submit(session.execute_blocking, self.sql, self.t0)
         rest.add_done_callback(self._from_thread)
 
     def abandon(self) -> None:
@@ -242,6 +222,6 @@ class LoopRead(LoopAnswer):
         if self._ready is not None:
             self._ready.cancel()
             self._ready = None
-        self.session._reading = None
-        self.session._lock.release()
+        self.session.reading = None
+        self.session.conn_lock.release()
         self._settle(StatementResult("connection_lost", message="the session was closed"))

@@ -171,8 +171,9 @@ class PostgresSession(SocketWatch, SessionConnection):
         handed to the session's thread.  Either way the statement is timed from
         here to its answer, never stretched by a busy loop (the app's screen
         redraws can hold it for tens of ms).  None when the connection is busy or
-        closed (``execute`` then does it all on the thread, which says why)."""
-        if self.closed or not self.conn.lock.acquire(blocking=False):
+        closed (``execute`` then does it all on the thread, which says why), and
+        with threaded reads (``Backend.reads``)."""
+        if self.threaded or self.closed or not self.conn.lock.acquire(blocking=False):
             return None
         data = sql.encode("utf-8")
         try:
@@ -187,8 +188,8 @@ class PostgresSession(SocketWatch, SessionConnection):
         if loop is None or unsent:
             # a query longer than the socket takes at once (the thread sends the rest), or
             # a loop that cannot note the answer's arrival (see arrival.py): the thread reads
-            return self._thread().submit(self._execute, sql, data, t0)
-        self._reading = reading = _LoopRead(self, sql, t0, loop, on_answer)
+            return self.thread().submit(self._execute, sql, data, t0)
+        self.reading = reading = _LoopRead(self, sql, t0, loop, on_answer)
         return reading.future
 
     def _socket_fd(self) -> int | None:
@@ -209,12 +210,12 @@ class PostgresSession(SocketWatch, SessionConnection):
         if sent is None:
             sent = self.send(sql)
         if sent is None:  # busy or closed: all of it on the thread, which says why
-            sent = self._thread().submit(self._execute, sql, sql.encode("utf-8"), None)
+            sent = self.thread().submit(self._execute, sql, sql.encode("utf-8"), None)
         # the answer is read to its end even if the caller stops waiting for it: the
         # connection is never left with an unread answer
         return await sent
 
-    def _thread(self) -> SessionThread:
+    def thread(self) -> SessionThread:
         if self._worker is None:
             self._worker = SessionThread(f"lockrace-{self.name}")
         return self._worker
@@ -351,12 +352,12 @@ class PostgresSession(SocketWatch, SessionConnection):
     async def budgets(self) -> tuple[Budget, ...]:
         if self.closed or self.conn.info.transaction_status == pq.TransactionStatus.INERROR:
             return ()
-        return await self._thread().submit(self._budgets)
+        return await self.thread().submit(self._budgets)
 
     async def close(self) -> None:
-        if self._reading is not None:
-            self._reading.abandon()
-        self._unwatch(arrivals=True)
+        if self.reading is not None:
+            self.reading.abandon()
+        self.unwatch(arrivals=True)
 
         def close():
             try:
@@ -446,7 +447,7 @@ class _LoopRead(LoopAnswer):
 
     def readable(self) -> None:
         now = perf_counter_ns()
-        seen = arrival.take(self.session._arrival_sig)  # what this look reads arrived then
+        seen = arrival.take(self.session.arrival_signal)  # what this look reads arrived then
         if self.looked_ns < seen < now:
             self.looked_ns, now = now, seen
         else:
@@ -487,20 +488,20 @@ class _LoopRead(LoopAnswer):
 
     def _finish(self, now: int) -> None:
         answer = self.answer or self._build(now if self.decided_ns is None else self.decided_ns)
-        self.session._reading = None
+        self.session.reading = None
         self.session.conn.lock.release()
         self._settle(answer)
 
     def _hand_over(self) -> None:
         session = self.session
-        session._reading = None
-        rest = session._thread().submit(session._execute, self.sql, b"", self.t0, tuple(self.taken))
+        session.reading = None
+        rest = session.thread().submit(session._execute, self.sql, b"", self.t0, tuple(self.taken))
         rest.add_done_callback(self._from_thread)
 
     def _fail(self, exc: BaseException, now: int) -> None:
         session = self.session
-        session._reading = None
-        session._unwatch()
+        session.reading = None
+        session.unwatch()
         results = _Results()
         with contextlib.suppress(Exception):
             for res in self.taken:
@@ -517,7 +518,7 @@ class _LoopRead(LoopAnswer):
 
     def abandon(self) -> None:
         """The session closes while its answer is still awaited."""
-        self.session._reading = None
+        self.session.reading = None
         self.session.conn.lock.release()
         self._settle(StatementResult("connection_lost", message="the session was closed"))
 
@@ -801,7 +802,7 @@ class PostgresBackend(Backend):
 
     def _owner_connect(self) -> psycopg.Connection:
         """The connection that holds the sandbox's advisory lock while this run lives."""
-        conn = self._connect_blocking("owner", search_path=False)
+        conn = self.connect_blocking("owner", search_path=False)
         for setting in ("idle_session_timeout", "idle_in_transaction_session_timeout"):
             try:
                 conn.execute(pgsql.SQL("SET {} = 0").format(pgsql.Identifier(setting)))
@@ -1022,7 +1023,7 @@ class PostgresBackend(Backend):
 
     # ------------------------------------------------------------ connections
 
-    def _connect_blocking(self, app: str, search_path: bool = True) -> psycopg.Connection:
+    def connect_blocking(self, app: str, search_path: bool = True) -> psycopg.Connection:
         options = [f"-c search_path={self.sandbox}"] if search_path else []
         if not self.target.owned and self.server_version >= 140000:
             # a backend waiting on a lock notices within a second that lockrace is gone
@@ -1041,7 +1042,10 @@ class PostgresBackend(Backend):
         return conn
 
     async def connect_session(self, name: str) -> PostgresSession:
-        return PostgresSession(await anyio.to_thread.run_sync(self._connect_blocking, name), name)
+        threaded = self.threaded_reads()
+        session = PostgresSession(await anyio.to_thread.run_sync(self.connect_blocking, name), name)
+        session.threaded = threaded
+        return session
 
     async def connect_monitor(self) -> PostgresMonitor:
         conn = await self._connect("monitor")

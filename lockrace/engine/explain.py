@@ -33,15 +33,18 @@ def _read(sql: str, dialect: Dialect) -> tuple[bool, bool]:
 def notes(sql: str, result: StatementResult, flavor: str) -> tuple[str, ...]:
     """Plain words for a COMMIT that rolled back and for NOWAIT behind a table lock."""
     out = list(result.explained)
+    lock = result.lock
     dialect = dialect_for(flavor)
+    # MariaDB's NOWAIT bounds metadata-lock waits too (lock_wait_timeout 0); PostgreSQL's and
+    # MySQL's only row locks
+    table_wait = lock is not None and lock.kind in ("relation", "metadata", "table") \
+        and not dialect.nowait_bounds_table_locks
+    if result.tag != "ROLLBACK" and not table_wait:
+        return tuple(out)  # nothing to read in the text (this is on the answer's way after a row-lock wait)
     commit, nowait = _read(sql, dialect)
     if result.tag == "ROLLBACK" and commit and COMMIT_ROLLED_BACK not in out:
         out.append(COMMIT_ROLLED_BACK)
-    lock = result.lock
-    # MariaDB's NOWAIT bounds metadata-lock waits too (lock_wait_timeout 0); PostgreSQL's and
-    # MySQL's only row locks
-    if lock is not None and lock.kind in ("relation", "metadata", "table") and not dialect.nowait_bounds_table_locks \
-            and nowait:
+    if table_wait and nowait and lock is not None:
         line = NOWAIT_TABLE.format(lock=lock.describe())
         if line not in out:
             out.append(line)

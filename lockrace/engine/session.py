@@ -3,48 +3,18 @@ statement at a time, and what the engine knows about it."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ..backends.base import SessionConnection
-from ..core.events import Budget, LockInfo, StatementResult
+from ..core.events import Budget, StatementResult
 from ..core.states import TxnState
 from ..dialects import dialect_for
+from .statement import RunningStatement
 
 if TYPE_CHECKING:
     from .budget_book import BudgetBook
 
-
-@dataclass(slots=True)
-class RunningStatement:
-    stmt_id: int
-    sql: str
-    started_ns: int
-    budget: Budget | None
-    task: asyncio.Task | None = None
-    launch: asyncio.TimerHandle | None = None  # the task's start, due once the server has had the CPU
-    announced: bool = False  # StatementStarted is out (emitted as it was sent)
-    text_read: bool = False  # touches_budgets, may_prepare and skip_locked are set
-    told_early: bool = False  # answered at the error, before the server was ready again (see Race._on_answer)
-    blocked_since: int | None = None
-    waited_ns: int = 0
-    blockers: tuple[str, ...] = ()
-    blockers_seen: tuple[str, ...] = ()  # the union over the statement, in the order first reported
-    lock: LockInfo | None = None
-    locks_seen: tuple[LockInfo, ...] = ()
-    ever_blocked: bool = False
-    sent: asyncio.Future | None = None  # what the connection's send() returned: the statement is on its way
-    polled: bool = False  # the monitor has looked at the server's lock views for it
-    touches_budgets: bool = False  # SET, COMMIT, ...: the session's budgets are read again after it
-    may_prepare: bool = False  # PREPARE TRANSACTION / XA: the race keeps track of prepared transactions
-    skip_locked: bool = False  # SKIP LOCKED: the rows it passed over are counted after it
-    answered: asyncio.Event = field(default_factory=asyncio.Event)  # the server's answer is in: ``result``
-    waiter: asyncio.Future | None = None  # Race.run's own wait for the answer
-    on_sent: Callable[[asyncio.Future], None] | None = None  # the callback that starts the task if the answer comes before its timer
-    done: asyncio.Event = field(default_factory=asyncio.Event)  # and what was asked after it: the session is free
-    blocked: asyncio.Event = field(default_factory=asyncio.Event)  # the server reports it blocked (or it is done)
-    result: StatementResult | None = None
+__all__ = ["RunningStatement", "Session"]
 
 
 class Session:
@@ -57,7 +27,7 @@ class Session:
         self.running: RunningStatement | None = None
         self.txn: TxnState = TxnState.IDLE
         self.budgets: tuple[Budget, ...] = ()
-        self.book: BudgetBook | None = None  # its BudgetBook, once the budgets were read at connect (see Race._refresh_state)
+        self.book: BudgetBook | None = None  # its BudgetBook, once the budgets were read at connect (see Statements.refresh_state)
         self.last: StatementResult | None = None
         self.wrote_in_txn = False  # an INSERT/UPDATE/DELETE ran in the open transaction
         # MariaDB/MySQL metadata locks, as the session's own statements tell

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pymysql
 from pymysql.constants import CLIENT
 
-from ..backends.mysql import _Connection, _TEXT_CONV, _error_parts
+from ..backends.pymysql_adapter import TEXT_CONV, Connection, error_parts
 from ..core import prepared as prepared_mod
 from .pqprint import format_result
 from .protocol import Item
@@ -35,15 +35,15 @@ def _b(value) -> bytes | None:
 
 
 def _error_line(exc: Exception) -> bytes:
-    errno, message = _error_parts(exc)
+    errno, message = error_parts(exc)
     sqlstate = getattr(exc, "sqlstate", "HY000")
     if errno is None:
         return f"ERROR: {message}\n".encode()
     return f"ERROR {errno} ({sqlstate}): {message}\n".encode()
 
 
-def connect(kwargs: dict, database: str | None) -> _Connection:
-    conn = _Connection(**kwargs, database=database, autocommit=True, conv=_TEXT_CONV, connect_timeout=5,
+def connect(kwargs: dict, database: str | None) -> Connection:
+    conn = Connection(**kwargs, database=database, autocommit=True, conv=TEXT_CONV, connect_timeout=5,
                        client_flag=CLIENT.MULTI_STATEMENTS, charset="utf8mb4")
     cur = conn.cursor()
     try:
@@ -54,7 +54,7 @@ def connect(kwargs: dict, database: str | None) -> _Connection:
     return conn
 
 
-def run_sql(conn: _Connection, sql: str) -> tuple[list[Item], bytes | None, list[Item]]:
+def run_sql(conn: Connection, sql: str) -> tuple[list[Item], bytes | None, list[Item]]:
     """Run ``sql`` (several statements allowed): (items of every result set,
     error line or None, items of the last result only)."""
     items: list[Item] = []
@@ -94,7 +94,7 @@ class MySession:
     any_new_notice = False
     total_notices = 0
 
-    def __init__(self, conn: _Connection, name: str, pool: ThreadPoolExecutor, kill,
+    def __init__(self, conn: Connection, name: str, pool: ThreadPoolExecutor, kill,
                  spec_xids: set[str] | None = None):
         self.conn = conn
         self.name = name

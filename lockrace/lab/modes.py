@@ -1,7 +1,7 @@
 """The waiter's modes in the holder-vs-waiter race, per engine, and the checks
 on the arguments (hold must outlast the budget; MySQL budgets in whole seconds).
 
-Measured on MariaDB 10.11 (see tests/test_lab.py): ``WAIT n`` keeps only the
+Measured on MariaDB 10.11 (see tests/engine/test_lab.py): ``WAIT n`` keeps only the
 whole seconds of n (WAIT 0.1 and WAIT 0.9 refuse at once like WAIT 0; WAIT 1.5
 waits 1 s), and ``SET innodb_lock_wait_timeout = 0.5`` is rejected with error
 1232, so the MySQL family's bounded waits come in whole seconds.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..registry import ENGINE_NAMES, ENGINES, Family, engine as engine_spec
-from ..servers.process import _pid_alive
+from ..servers.process import pid_alive
 
 # private server kinds (temp dir lockrace-KIND-*) per engine
 KINDS = {str(e): spec.dirs for e, spec in ENGINES.items()}
@@ -55,10 +55,10 @@ def private_servers(engines=None) -> list[Source]:
         for path in sorted(Path(tempfile.gettempdir()).glob(f"lockrace-{kind}-*")):
             try:
                 if kind in _PG_KINDS:
-                    if (path / ".s.PGSQL.5432").exists() and _pid_alive(path / "data" / "postmaster.pid"):
+                    if (path / ".s.PGSQL.5432").exists() and pid_alive(path / "data" / "postmaster.pid"):
                         found.append(Source("postgres", f"lockrace's private {kind} server ({path})",
                                             conninfo=f"host={path} port=5432 user=postgres dbname=postgres"))
-                elif (path / "mysqld.sock").exists() and _pid_alive(path / "mysqld.pid"):
+                elif (path / "mysqld.sock").exists() and pid_alive(path / "mysqld.pid"):
                     found.append(Source("mysql", f"lockrace's private {kind} server ({path})",
                                         mysql_kwargs={"unix_socket": str(path / "mysqld.sock"), "user": "root",
                                                       "password": "", "ssl_disabled": True}))

@@ -46,7 +46,7 @@ class PgConn:
         from psycopg import pq
 
         self._pq = pq
-        self.conn = backend._connect_blocking(app)
+        self.conn = backend.connect_blocking(app)
         self.pg = self.conn.pgconn
         self.ident = self.pg.backend_pid
         self._ok = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK, pq.ExecStatus.EMPTY_QUERY)
@@ -84,12 +84,13 @@ class MyConn:
     def __init__(self, backend, app: str):
         from pymysql.constants import CLIENT
 
-        self.conn = backend._connect_sync(backend.sandbox, role="session")
+        from ..backends.pymysql_adapter import raw_io
+
+        self.conn = backend.connect_blocking(backend.sandbox, role="session")
         if self.conn.client_flag & CLIENT.DEPRECATE_EOF:  # not what PyMySQL asks for: read its way
             raise RuntimeError("unexpected MariaDB/MySQL protocol flags")
         self.ident = self.conn.thread_id()
-        self._send = self.conn._sock.sendall
-        self._read = self.conn._rfile.read
+        self._send, self._read = raw_io(self.conn)
 
     def _packet(self) -> bytes:
         read = self._read
@@ -182,9 +183,9 @@ class Control:
         self.engine = backend.family
         self._lock = threading.Lock()  # stop() may come from two threads at once; a driver connection is not shared
         if self.engine == "postgres":
-            self.conn = backend._connect_blocking("rehearse-control", search_path=False)
+            self.conn = backend.connect_blocking("rehearse-control", search_path=False)
         else:
-            self.conn = backend._connect_sync(None, role="admin")
+            self.conn = backend.connect_blocking(None, role="admin")
 
     def end(self, idents: list[int]) -> None:
         """End these backends / connection threads (their statements come back at once)."""

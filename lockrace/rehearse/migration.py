@@ -91,7 +91,7 @@ class MigrationRunner:
             res.end_ns = self._now()
             self.attempting = False
 
-    def _once(self, stmts: list[Statement], in_txn: bool) -> Failure | None:
+    def run_once(self, stmts: list[Statement], in_txn: bool) -> Failure | None:
         run = self.conn.run
         if in_txn:
             failure = run("BEGIN") or run(self.policy.budget_sql(self.engine, local=True))
@@ -120,7 +120,7 @@ class MigrationRunner:
             number = len(res.attempts) + 1
             self.attempting = True
             start = self._now()
-            failure = self._once(stmts, in_txn)
+            failure = self.run_once(stmts, in_txn)
             end = self._now()
             self.attempting = False
             if failure is None:

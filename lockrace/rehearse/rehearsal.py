@@ -251,7 +251,7 @@ def run_alone(backend, stmts: list[Statement], engine: str) -> tuple[float, Fail
         t0 = perf_counter_ns()
         for unit, in_txn in units(stmts, engine):
             runner = MigrationRunner(conn, engine, plain, unit, t0, threading.Event(), 0)
-            failure = runner._once(unit, in_txn)
+            failure = runner.run_once(unit, in_txn)
             if failure is not None:
                 return 0.0, failure
         return (perf_counter_ns() - t0) / 1e6, None

@@ -34,7 +34,7 @@ import psycopg
 
 from ..registry import TopologyName
 from .embedded_postgres import EmbeddedPostgres
-from .process import ServerStartError, _die_with_parent, as_user
+from .process import ServerStartError, die_with_parent, as_user
 from ..core.rows import one
 
 SLOT_NAME = "lockrace_standby"
@@ -95,7 +95,7 @@ class StandbyPostgres(EmbeddedPostgres):
             # as the server's user: the backup is born with the right owner, in a
             # directory of that user's
             res = subprocess.run(argv, capture_output=True, text=True, timeout=60, **as_user(self.user),
-                                 preexec_fn=functools.partial(_die_with_parent, signal.SIGKILL))
+                                 preexec_fn=functools.partial(die_with_parent, signal.SIGKILL))
         except subprocess.TimeoutExpired:
             raise ServerStartError("pg_basebackup did not finish within 60 s") from None
         if res.returncode != 0:

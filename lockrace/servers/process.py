@@ -84,7 +84,7 @@ def hand_over(path: Path, user: pwd.struct_passwd | None) -> None:
         os.close(fd)
 
 
-def _die_with_parent(sig: int) -> None:  # pragma: no cover - runs in the child
+def die_with_parent(sig: int) -> None:  # pragma: no cover - runs in the child
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, int(sig))  # PR_SET_PDEATHSIG
@@ -114,7 +114,7 @@ def _launch(fn):
     return _launcher.submit(fn).result()
 
 
-def _pid_alive(pid_file: Path) -> bool:
+def pid_alive(pid_file: Path) -> bool:
     try:
         pid = int(pid_file.read_text().split()[0])
         os.kill(pid, 0)
@@ -139,7 +139,7 @@ def sweep_stale(kind: str, min_age_s: float = 60.0) -> None:
         except OSError:
             continue
         pid_files = [path / "data" / "postmaster.pid", path / "mysqld.pid"]
-        if any(_pid_alive(f) for f in pid_files if f.exists()):
+        if any(pid_alive(f) for f in pid_files if f.exists()):
             continue
         shutil.rmtree(path, ignore_errors=True)
 
@@ -397,7 +397,7 @@ class PrivateServer:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log_fd,
                 stderr=subprocess.STDOUT,
-                preexec_fn=functools.partial(_die_with_parent, self.death_signal),
+                preexec_fn=functools.partial(die_with_parent, self.death_signal),
                 start_new_session=True,  # a Ctrl-C in the terminal reaches lockrace, not the server
                 **as_user(self.user),
             )

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests of every folder: servers, DSNs, subprocesses, waits, scenario builders."""
