@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import ast
 import inspect
-from pathlib import Path
+
+from support.paths import REPO
 
 from lockrace.backends.base import MonitorConnection, SessionConnection
 from lockrace.backends.mysql import MySQLMonitor, MySQLSession
 from lockrace.backends.postgres import PostgresMonitor, PostgresSession
 
-ENGINE = Path(__file__).resolve().parents[1] / "lockrace" / "engine"
+ENGINE = REPO / "lockrace" / "engine"
 
 
 def _public(cls) -> set[str]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "lockrace"
+from support.paths import REPO
+
+ROOT = REPO / "lockrace"
 ADAPTERS = {ROOT / "backends" / "pymysql_adapter.py"}
 # private by name only: documented public API of the standard library
 STDLIB_PUBLIC = {("os", "_exit")}
