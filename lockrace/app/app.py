@@ -56,6 +56,7 @@ from .spec_screens import PermutationPicker, SessionChooser
 from .timeline import Timeline, TimelineModel
 from . import palette
 from .palette import themed
+from .terminal_watch import TerminalWatch, input_terminal
 
 SESSION_NAMES = ("A", "B", "C", "D")  # free-form sessions, and the ids of the four panel slots
 # Redraw interval by the age of the youngest running statement: what a frame
@@ -264,6 +265,9 @@ class LockraceApp(App[int]):
         self._show_bar()
         self.query_one("#input-A").focus()
         self._take_colours()
+        fd = None if self.is_headless else input_terminal()
+        if fd is not None:  # a terminal that goes away without a SIGHUP ends the app as one would
+            self.set_interval(0.5, TerminalWatch(fd).check, name="terminal-watch")
         self.open_race(self.engine, self.initial_scenario)
 
     def _take_colours(self) -> None:

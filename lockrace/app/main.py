@@ -17,6 +17,14 @@ from ..servers.target import PG_ENV, Target, standby_refusal
 from .palette import COLOURS_ENV, read_overrides
 
 
+def _say(line: str) -> None:
+    """A last line on stderr, which may be a terminal that has gone away (closed window, ended ssh)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def run_app(engine: str, scenario: str | None, servers: ServerChoice | None = None,
             targets: dict[str, Target | Cluster] | None = None) -> int:
     """Run the app until the user quits; servers it started are stopped on the way out."""
@@ -65,10 +73,10 @@ def run_app(engine: str, scenario: str | None, servers: ServerChoice | None = No
         app.run()
         code = app.return_code
         for text in app.farewell:
-            print(f"lockrace: {text}", file=sys.stderr)
+            _say(f"lockrace: {text}")
         if exitguard.app_guard is not None and exitguard.app_guard.fired:
             # ended by SIGINT, SIGTERM, SIGHUP or SIGQUIT: said and exited as ``lockrace run`` does
-            print(INTERRUPTED_LINE, file=sys.stderr)
+            _say(INTERRUPTED_LINE)
             code = EXIT_INTERRUPTED
     finally:
         if app is not None:

@@ -359,3 +359,31 @@ async def test_quit_behind_a_foreign_lock_says_the_sandbox_stays(pg_dsn):
     assert any(sandbox in text and "left in place" in text for text in app.farewell), app.farewell
     with pg_dsn.connect() as admin:  # the next start removes it; here the test does
         admin.execute(f'DROP SCHEMA IF EXISTS "{sandbox}" CASCADE')
+
+
+def test_app_whose_terminal_goes_away_without_a_sighup_ends_and_stops_its_server(server_tmp):
+    """The app in a pty that is not its controlling terminal (as under setsid or a program
+    driving it): when the terminal's other end closes no SIGHUP comes, and Textual's
+    input thread read the hang-up as nothing, at full speed, for ever (an orphan at 100 %
+    of a core holding its private server).  It now ends as on SIGHUP: exit 130 within
+    moments, its private server stopped and its temp dir gone."""
+    import time
+
+    term = Terminal([], lockrace_env(server_tmp, TERM="xterm-256color"))
+    try:
+        assert term.read_until(b"-- PostgreSQL", 60), term.screen[-2000:]
+        assert [p.name for p in server_tmp.iterdir() if p.name.startswith("lockrace-")], "no private server?"
+        os.close(term.master)  # the terminal window closes
+        t0 = time.monotonic()
+        while term.proc.poll() is None and time.monotonic() - t0 < 20:
+            time.sleep(0.05)
+        took = time.monotonic() - t0
+        code = term.proc.poll()
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait(5)
+    assert code == 130, f"still running {took:.1f} s after its terminal closed" if code is None else code
+    assert took < 10
+    assert sorted(p.name for p in server_tmp.iterdir()) == [], "private server temp dir left behind"
+    assert processes_mentioning(str(server_tmp)) == []
