@@ -237,11 +237,6 @@ class Backend(ABC):
     async def drop_sandbox(self) -> None: ...
 
     @property
-    def engine(self) -> str:
-        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
-        return self.family
-
-    @property
     def server_name(self) -> str:
         return f"{self.dialect.label} {self.version}"
 

@@ -47,11 +47,6 @@ class Target:
     and meant to be.  Any other PostgreSQL target found in recovery is refused."""
 
     @property
-    def engine(self) -> str:
-        """The former name of ``family`` (an engine is what --engine names: registry.py)."""
-        return self.family
-
-    @property
     def owned(self) -> bool:
         return self.server is not None
 

@@ -147,7 +147,7 @@ async def test_reset_restarts_a_private_server_that_died(own_server):
 
 
 def _balance(target, sandbox) -> list:
-    if target.engine == "postgres":
+    if target.family == "postgres":
         with pg_connect(target) as conn:
             return conn.execute(f"SELECT balance FROM {sandbox}.accounts WHERE id = 1").fetchall()
     conn = mysql_connect(target)

@@ -34,7 +34,7 @@ async def _three_blocked(race):
 
 
 def _balances(target, sandbox):
-    if target.engine == "postgres":
+    if target.family == "postgres":
         with pg_connect(target) as conn:
             return conn.execute(f"SELECT id, balance FROM {sandbox}.accounts ORDER BY id").fetchall()
     conn = mysql_connect(target)

@@ -37,7 +37,7 @@ ADD_COLUMN = "ALTER TABLE accounts ADD COLUMN flag int NOT NULL DEFAULT 0"
 async def rehearse(backend, policy_text: str, migration: str = ADD_COLUMN, hold_ms: int = HOLD_MS,
                    duration: float = 4.0, clients: int = 4):
     """One policy rehearsed on a freshly set-up sandbox of the test session's server."""
-    engine = backend.engine
+    engine = backend.family
     policy = parse_policy(policy_text, engine)
     stmts = variant_of(split(migration, engine, "migration"), policy.variant, engine)
     assert stmts is not None

@@ -14,7 +14,7 @@ from lockrace.backends.base import reads_from_env
 
 
 def _timeout_sql(backend) -> str:
-    return "SET lock_timeout = '300ms'" if backend.engine == "postgres" else "SET SESSION innodb_lock_wait_timeout = 1"
+    return "SET lock_timeout = '300ms'" if backend.family == "postgres" else "SET SESSION innodb_lock_wait_timeout = 1"
 
 
 def _nowait(backend) -> str:
@@ -49,7 +49,7 @@ async def _four_races(backend, make_race) -> tuple[list, list]:
     outcomes.append(("timeout", timed.outcome, timed.elapsed_ns >= 250e6))
     await race.settled("B")
     # blocked, then released by the holder's commit
-    await race.run("B", "SET lock_timeout = 0" if backend.engine == "postgres"
+    await race.run("B", "SET lock_timeout = 0" if backend.family == "postgres"
                    else "SET SESSION innodb_lock_wait_timeout = 50")
     waiting = race.submit("B", lock.format(1))
     assert await race.wait_blocked_or_done(waiting, 10)
@@ -91,7 +91,7 @@ async def test_threaded_reads_give_the_same_outcomes(backend, make_race, monkeyp
     assert threaded == fast
     # threaded: every statement on the session's thread (sent and read there); the
     # fast path reads these short answers on the loop
-    thread_call = "execute_blocking" if backend.engine == "mysql" else "_execute"
+    thread_call = "execute_blocking" if backend.family == "mysql" else "_execute"
     statements = 16  # A: 7, B: 9
     assert threaded_calls.count(thread_call) == statements, threaded_calls
     assert fast_calls.count(thread_call) < statements, fast_calls

@@ -35,7 +35,7 @@ def lockrace_backends(target: Target, idents: list[int] = ()) -> list[tuple]:
     PostgreSQL: every backend whose application_name starts with 'lockrace'.
     MySQL family (no application name): the given connection ids still present.
     """
-    if target.engine == "postgres":
+    if target.family == "postgres":
         with pg_connect(target) as conn:
             return conn.execute(
                 "SELECT pid, application_name, state, query FROM pg_stat_activity"
@@ -99,4 +99,4 @@ def sleeping(engine: str, connect) -> int:
 
 def target_connect(target: Target):
     """A connect() to the server ``target`` names (a checker's own connection)."""
-    return (lambda: pg_connect(target)) if target.engine == "postgres" else (lambda: mysql_connect(target))
+    return (lambda: pg_connect(target)) if target.family == "postgres" else (lambda: mysql_connect(target))

@@ -297,7 +297,7 @@ class RawRace:
 
     def __init__(self, backend, names: list[str]):
         self.backend = backend
-        self.engine = backend.engine
+        self.engine = backend.family
         self._innodb_at, self._innodb_read, self._innodb_waiting = 0.0, 0.0, set()
         self.monitor = self._connect(monitor=True)
         self.sessions = {name: RawSession(self.engine, self._connect(), name) for name in names}
@@ -435,7 +435,7 @@ def _collect(raw: RawRace, pending: dict, answers: list, due) -> None:
 def dump_tables(backend) -> dict[str, list]:
     """Every table's rows (as text, sorted) and every sequence's state in the sandbox."""
     out: dict[str, list] = {}
-    if backend.engine == "postgres":
+    if backend.family == "postgres":
         with psycopg.Connection.connect(backend.target.conninfo, autocommit=True) as conn:
             tables = conn.execute("SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n"
                                   " ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'S', 'p')"
@@ -475,7 +475,7 @@ def hold_purge(backend):
     read meets such a row (and waits for or skips its lock) would otherwise depend on
     when the purge thread came round: on how fast either side ran, not on what it
     sent.  Closed (``release_purge``) before the tables are read."""
-    if backend.engine == "postgres":
+    if backend.family == "postgres":
         return None
     conn = pymysql.connect(**backend.target.mysql_kwargs, autocommit=True)
     conn.cursor().execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -490,7 +490,7 @@ def release_purge(conn) -> None:
 async def run_lockrace(backend, case: Case) -> Outcome:
     """The case through lockrace's engine: a Race and its Scheduler, each step
     launched as the scheduler launches a step that states no expectations."""
-    scenario = _scenario_of(case, backend.engine)
+    scenario = _scenario_of(case, backend.family)
     race = await Race(backend, case.sessions).open()
     held = None
     try:
@@ -506,7 +506,7 @@ async def run_lockrace(backend, case: Case) -> Outcome:
     finally:
         await race.close()
         await asyncio.to_thread(release_purge, held)
-    answers = [lockrace_answer(rec.result, backend.engine, rec.txn_after) for rec in records]
+    answers = [lockrace_answer(rec.result, backend.family, rec.txn_after) for rec in records]
     return Outcome(answers, await asyncio.to_thread(dump_tables, backend))
 
 
@@ -551,7 +551,7 @@ async def run_scenario_lockrace(backend, scenario: model.Scenario) -> Outcome:
     finally:
         await race.close()
     assert not report.setup_error, report.setup_error
-    answers = [lockrace_answer(rec.result, backend.engine, rec.txn_after) for rec in report.records]
+    answers = [lockrace_answer(rec.result, backend.family, rec.txn_after) for rec in report.records]
     tables = await asyncio.to_thread(dump_tables, backend)
     await backend.run_admin(scenario.teardown_for(backend.flavor))
     return Outcome(answers, tables)
