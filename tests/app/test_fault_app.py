@@ -93,7 +93,7 @@ async def test_bad_sql_in_a_panel_mariadb(mysql_server):
 
 
 async def test_server_dies_every_panel_shows_it_and_reset_reconnects(own_server):
-    engine = own_server.engine
+    engine = own_server.family
     app = LockraceApp(engine=engine, targets={engine: own_server})
     async with app.run_test(size=SIZE) as pilot:
         await start(app, pilot)
@@ -122,7 +122,7 @@ async def test_server_dies_every_panel_shows_it_and_reset_reconnects(own_server)
 
 async def test_reset_restarts_a_private_server_that_died(own_server):
     """F4 after lockrace's own server died brings the server back itself."""
-    engine = own_server.engine
+    engine = own_server.family
     app = LockraceApp(engine=engine, targets={engine: own_server})
     async with app.run_test(size=SIZE) as pilot:
         await start(app, pilot)
@@ -160,7 +160,7 @@ def _balance(target, sandbox) -> list:
 
 
 async def test_quit_while_three_sessions_are_blocked(own_server):
-    engine = own_server.engine
+    engine = own_server.family
     app = LockraceApp(engine=engine, targets={engine: own_server})
     async with app.run_test(size=SIZE) as pilot:
         await start(app, pilot)

@@ -367,7 +367,7 @@ def test_sigint_with_a_frozen_server(freezable, tmp_path):
     """The server stops answering (SIGSTOP) while sessions wait on it; SIGINT
     still ends the run within 2 s with 130.  The test thaws its server
     afterwards and checks that no connection of the run is left."""
-    engine = freezable.engine
+    engine = freezable.family
     scenario = tmp_path / "frozen.race"
     scenario.write_text(f"""title: blocked, then the server freezes
 engines: {engine}
