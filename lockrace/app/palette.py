@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from importlib.resources import files
+from pathlib import Path
 
 _DECLARATION = re.compile(r"^\$([\w-]+)\s*:\s*([^;]+);", re.MULTILINE)
 _REFERENCE = re.compile(r"\$([\w-]+)")
@@ -25,6 +26,7 @@ VARIABLES: dict[str, str] = _load()
 """The defaults, as palette.tcss declares them."""
 
 _in_use: dict[str, str] = dict(VARIABLES)
+_resolved: dict[str, str] = {}  # spec -> style in the theme in use (emptied when the theme changes)
 
 
 def use_theme(variables: Mapping[str, str]) -> None:
@@ -32,6 +34,7 @@ def use_theme(variables: Mapping[str, str]) -> None:
     changes); a name the theme does not set keeps its default."""
     global _in_use
     _in_use = {name: str(variables.get(name, default)) for name, default in VARIABLES.items()}
+    _resolved.clear()
 
 
 def colour(name: str) -> str:
@@ -41,7 +44,10 @@ def colour(name: str) -> str:
 
 def themed(spec: str) -> str:
     """A Rich style with every ``$lr-NAME`` replaced by its value in the theme in use."""
-    return _REFERENCE.sub(lambda m: _in_use[m.group(1)], spec)
+    style = _resolved.get(spec)
+    if style is None:
+        style = _resolved[spec] = _REFERENCE.sub(lambda m: _in_use[m.group(1)], spec)
+    return style
 
 
 class StyleTable(Mapping[str, str]):
@@ -70,7 +76,7 @@ def read_overrides(path: str) -> dict[str, str]:
     from textual.color import Color, ColorParseError
 
     try:
-        text = open(path, encoding="utf-8").read()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"cannot read the colours file {path}: {exc.strerror or exc}") from None
     found = {name: value.strip() for name, value in _DECLARATION.findall(text)}
