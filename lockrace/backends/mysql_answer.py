@@ -31,11 +31,10 @@ loop got round to it.
 Over TLS (MySQL offers it by default, and PyMySQL takes it on a TCP
 connection) the socket is an ``ssl.SSLSocket``, which takes no flags to its
 reads and keeps decrypted bytes the socket no longer shows as readable: the
-loop reads it non-blocking for the moment, until it has nothing more to give
-(``arrived``), so nothing decrypted stays behind unread, and a TLS record that
-has only partly come in is a wake-up with nothing yet, as on a plain socket.
-On MySQL 9.7.4 the caller's overhead over bare PyMySQL was the same with TLS
-and without (README, "Benchmarks").
+loop reads it non-blocking for the moment, a record at a time until no
+decrypted byte is left (``arrived``; not one read more, which could only
+raise), so nothing decrypted stays behind unread, and a TLS record that has
+only partly come in is a wake-up with nothing yet, as on a plain socket.
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ def arrived(sock) -> bytes:
     size, ended = 0, False
     sock.setblocking(False)
     try:
-        while size < PEEK_BYTES:  # one TLS record a read: read until none is whole
+        while size < PEEK_BYTES:  # one TLS record a read
             try:
                 chunk = sock.recv(PEEK_BYTES - size)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
@@ -82,6 +81,11 @@ def arrived(sock) -> bytes:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            if not sock.pending():
+                # nothing decrypted is left behind; an answer in more than one record
+                # (rare below PEEK_BYTES: the server writes a short answer at once) is
+                # not whole here and goes to the thread, which reads the rest
+                break
     finally:
         sock.settimeout(timeout)
     if not chunks and not ended:

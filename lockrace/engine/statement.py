@@ -90,7 +90,7 @@ class RunningStatement:
     task: asyncio.Task | None = None
     launch: asyncio.TimerHandle | None = None  # the task's start, due once the server has had the CPU
     announced: bool = False  # StatementStarted is out (emitted as it was sent)
-    text_read: bool = False  # touches_budgets, may_prepare and skip_locked are set
+    text_read: bool = False  # touches_budgets and may_prepare are set
     told_early: bool = False  # answered at the error, before the server was ready again (see Statements.answer)
     blocked_since: int | None = None
     waited_ns: int = 0
@@ -103,13 +103,21 @@ class RunningStatement:
     polled: bool = False  # the monitor has looked at the server's lock views for it
     touches_budgets: bool = False  # SET, COMMIT, ...: the session's budgets are read again after it
     may_prepare: bool = False  # PREPARE TRANSACTION / XA: the race keeps track of prepared transactions
-    skip_locked: bool = False  # SKIP LOCKED: the rows it passed over are counted after it
+    skip_read: bool | None = None  # SKIP LOCKED (see ``skip_locked``), once worked out
     answered: asyncio.Event = field(default_factory=asyncio.Event)  # the server's answer is in: ``result``
     waiter: asyncio.Future | None = None  # Race.run's own wait for the answer
     on_sent: Callable[[asyncio.Future], None] | None = None  # starts the task if the answer beats its timer
     done: asyncio.Event = field(default_factory=asyncio.Event)  # and what was asked after it: the session is free
     blocked: asyncio.Event = field(default_factory=asyncio.Event)  # the server reports it blocked (or it is done)
     result: StatementResult | None = None
+
+    @property
+    def skip_locked(self) -> bool:
+        """SKIP LOCKED: the rows it passed over are counted after it.  Worked out
+        only when an ok answer asks for it (a refusal or a timeout never does)."""
+        if self.skip_read is None:
+            self.skip_read = asks_skip_locked(self.sql)
+        return self.skip_read
 
     def to(self, state: State) -> None:
         """Move to ``state``; a move the life above does not allow is a bug, said at once."""
@@ -132,7 +140,8 @@ class SessionBusy(Exception):
 
 
 # Statements after which the session's wait budgets may differ (its BudgetBook follows them).
-_BUDGET_TOUCHING = re.compile(r"\b(SET|RESET|COMMIT|ROLLBACK|ABORT|END|BEGIN|START|DISCARD|SET_CONFIG|SAVEPOINT"
+# (The lookahead on the first letter lets the search pass over most words at once.)
+_BUDGET_TOUCHING = re.compile(r"\b(?=[SRCAEBDPsrcaebdp])(SET|RESET|COMMIT|ROLLBACK|ABORT|END|BEGIN|START|DISCARD|SET_CONFIG|SAVEPOINT"
                               r"|RELEASE|PREPARE)\b", re.IGNORECASE)
 _WRITES = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE|WITH)\b", re.IGNORECASE)
 # A statement's task starts once the loop has slept after the send (epoll's resolution: 1 ms),
@@ -428,7 +437,6 @@ def _read_text(stmt: RunningStatement) -> None:
     stmt.touches_budgets = bool(_BUDGET_TOUCHING.search(sql))
     upper = sql.upper()
     stmt.may_prepare = "PREPARE" in upper or "XA" in upper
-    stmt.skip_locked = asks_skip_locked(sql)
 
 
 def _answered(stmt: RunningStatement) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import ssl
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Callable
@@ -85,10 +87,29 @@ class OverheadResult:
     runs: int
     warmup: int
     driver: str
+    transport: str = ""  # how both ways reach the server (the same for both, or each said)
     cases: dict[str, CaseResult] = field(default_factory=dict)
 
     def targets_met(self) -> bool:
         return all(c.met("engine_wall") for c in self.cases.values())
+
+
+def transport_of(conn: Any) -> str:
+    """How a psycopg or PyMySQL connection reaches its server: a Unix socket, TCP,
+    or TLS with its protocol and cipher (a TLS read costs more than a plain one)."""
+    pgconn = getattr(conn, "pgconn", None)
+    if pgconn is not None:  # psycopg
+        if pgconn.ssl_in_use:
+            proto, cipher = (pgconn.ssl_attribute(k) or b"" for k in (b"protocol", b"cipher"))
+            return f"TLS ({proto.decode()} {cipher.decode()})"
+        return "Unix socket" if (conn.info.host or "").startswith("/") else "TCP"
+    sock = getattr(conn, "_sock", None)  # PyMySQL
+    if sock is None:
+        return "closed"
+    if isinstance(sock, ssl.SSLSocket):
+        cipher = sock.cipher()
+        return f"TLS ({sock.version()} {cipher[0]})" if cipher else "TLS"
+    return "Unix socket" if sock.family == socket.AF_UNIX else "TCP"
 
 
 def cases_for(engine: str) -> list[Case]:
@@ -218,6 +239,8 @@ class OverheadBench:
             await asyncio.to_thread(raw.connect)
             if araw is not None:
                 await araw.connect()
+            ways = transport_of(raw.conn), transport_of(getattr(race.sessions["W"].conn, "conn", None))
+            result.transport = ways[0] if ways[0] == ways[1] else f"raw driver: {ways[0]}, lockrace: {ways[1]}"
             await _must(race, "H", "BEGIN")
             await _must(race, "H", HOLD_SQL)
             cases = cases_for(backend.family)

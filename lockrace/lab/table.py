@@ -78,7 +78,7 @@ def overhead_table(result) -> Table:
 
     table = Table(
         title=f"Engine overhead on {result.server_name}: {result.runs} runs per way (after {result.warmup} warm-up),"
-              f" interleaved; raw = {result.driver}",
+              f" interleaved; raw = {result.driver}; over {result.transport or 'the same connection kind'}",
         title_justify="left",
     )
     table.add_column("Wait", no_wrap=True)
@@ -131,6 +131,7 @@ def overhead_json(result) -> dict:
         "runs": result.runs,
         "warmup": result.warmup,
         "driver": result.driver,
+        "transport": result.transport,
         "cases": {
             key: {
                 "label": cr.case.label,

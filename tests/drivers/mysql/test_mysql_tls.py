@@ -14,6 +14,7 @@ from support.cli import lockrace_env, run_lockrace
 from lockrace.backends import open_backend
 from lockrace.backends.base import ConnectError
 from lockrace.engine.race import Race
+from lockrace.lab.overhead import transport_of
 from lockrace.servers.private_mysql import PrivateMySQL
 from lockrace.servers.target import DsnError, mysql_target, parse_mysql_dsn
 
@@ -79,6 +80,7 @@ async def test_each_ssl_mode_on_the_server(tcp_server):
         try:
             sock = race.sessions["A"].conn.conn._sock
             assert isinstance(sock, ssl.SSLSocket) == encrypted, (mode, type(sock))
+            assert transport_of(race.sessions["A"].conn.conn).startswith("TLS (TLSv1.") == encrypted
             # a race over it: A holds the row, B's NOWAIT is refused, read on the loop through TLS
             await backend.run_admin(["CREATE TABLE tls_rows (id int PRIMARY KEY) ENGINE=InnoDB",
                                      "INSERT INTO tls_rows VALUES (1)"])
@@ -88,6 +90,15 @@ async def test_each_ssl_mode_on_the_server(tcp_server):
             assert res.outcome == "refused", (mode, res)
             assert res.code == ("3572" if server.flavor == "mysql" else "1205")
             await race.run("A", "COMMIT")
+            # answers of one TLS record and of several (read on the loop, or handed to the thread)
+            for n in (3, 600, 4000):
+                digits = " UNION ALL ".join(f"SELECT {d} AS i" for d in range(10))
+                rows = await race.run("B", f"WITH d AS ({digits}) SELECT REPEAT('x', 20) AS pad"
+                                           f" FROM d a, d b, d c, d e LIMIT {n}")
+                assert rows.outcome == "ok" and rows.total_rows == n, (mode, n, rows.outcome, rows.total_rows)
+                assert rows.rows[0][0] == "x" * 20
+            one = await race.run("B", "SELECT 1 AS one")
+            assert one.outcome == "ok" and [list(r) for r in one.rows] == [["1"]], one
         finally:
             await race.close()
             await backend.drop_sandbox()
