@@ -19,9 +19,11 @@ Measured (``lockrace bench --overhead --engine mysql``, private MariaDB
 10.11, 30 runs, eight runs of the bench): a NOWAIT refusal +0.02 to +0.06 ms
 over bare PyMySQL where the thread's way was +0.23 to +0.26 ms; a 1 s
 innodb_lock_wait_timeout -0.07 to +0.14 ms (6 of 8 runs within 0.1 ms) where
-it was +0.88 to +0.92 ms.  After a second of sleep each line of Python on the
-way costs one to two microseconds: so the lone error's way here makes no
-cursor and builds its result without the 27-field constructor
+it was +0.88 to +0.92 ms (on a later machine the 1 s wait is +0.14 to +0.17
+ms, and a refusal over TLS +0.04 to +0.15 ms: see docs/benchmarks.md).  After
+a second of sleep each line of Python on the way costs one to two
+microseconds: so the lone error's way here makes no cursor and builds its
+result without the 27-field constructor
 (StatementResult.server_error), and the loop is kept awake while an answer is
 due (loop_answer.AWAKE_TICK_S).
 
