@@ -89,12 +89,15 @@ _DSN_HELP = {
 }
 
 
-def _server_flags(p: argparse.ArgumentParser, clusters: bool = True) -> None:
+def _server_flags(p: argparse.ArgumentParser, clusters: bool = True, command: bool = True) -> None:
+    """The DSN flags; ``command``: a command's own, which leave a flag given before
+    the command in place (``lockrace --mysql DSN run ...``) unless given again after it."""
     for name in ENGINE_NAMES if clusters else SINGLE_ENGINES:
         spec = ENGINES[Engine(name)]
         metavar, text = _DSN_HELP[spec.name]
         joint = "" if text.endswith("(") else "; "  # the environment variable closes the parenthesis
-        p.add_argument(spec.flag, metavar=metavar, help=f"{text}{joint}env {spec.env})")
+        p.add_argument(spec.flag, metavar=metavar, help=f"{text}{joint}env {spec.env})",
+                       default=argparse.SUPPRESS if command else None)
 
 
 def _servers(args):
@@ -112,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="engine the app opens on (default: postgres); galera and postgres-standby are clusters "
                              "whose sessions sit on different nodes")
     parser.add_argument("--scenario", metavar="NAME_OR_PATH", help="open the app with this scenario loaded")
-    _server_flags(parser)
+    _server_flags(parser, command=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser(
@@ -172,12 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     locks.add_argument("--json", action="store_true",
                        help='JSON: {"waits": [{"waiter", "blocker", "lock", "mode", "waiting_ms", ...}], '
                             '"sessions": [...]} (several servers: a list; --watch: one per line)')
-    locks.add_argument("--pg", metavar="DSN", help="the PostgreSQL server to read (env LOCKRACE_PG_DSN with --engine postgres)")
-    locks.add_argument("--mysql", metavar="DSN", help="the MariaDB/MySQL server to read "
+    locks.add_argument("--pg", default=argparse.SUPPRESS, metavar="DSN", help="the PostgreSQL server to read (env LOCKRACE_PG_DSN with --engine postgres)")
+    locks.add_argument("--mysql", default=argparse.SUPPRESS, metavar="DSN", help="the MariaDB/MySQL server to read "
                        "(mysql://user:password@host:port; env LOCKRACE_MYSQL_DSN with --engine mysql)")
-    locks.add_argument("--galera", metavar="DSN1,DSN2", help="every node of a Galera cluster, each read on its own "
+    locks.add_argument("--galera", default=argparse.SUPPRESS, metavar="DSN1,DSN2", help="every node of a Galera cluster, each read on its own "
                        "(env LOCKRACE_GALERA_DSNS with --engine galera)")
-    locks.add_argument("--standby", metavar="DSN1,DSN2", help="a PostgreSQL primary and its hot standby, each read "
+    locks.add_argument("--standby", default=argparse.SUPPRESS, metavar="DSN1,DSN2", help="a PostgreSQL primary and its hot standby, each read "
                        "on its own (env LOCKRACE_STANDBY_DSNS with --engine postgres-standby)")
     from .rehearse.cli import add_parser as add_rehearse
 

@@ -1181,7 +1181,7 @@ class MySQLBackend(Backend):
             dependents = self._foreign_dependents(cur, self.sandbox)
             if dependents:
                 raise sandbox_mod.SandboxError(sandbox_mod.foreign_dependents(
-                    what, "database", self.sandbox, dependents))
+                    what, "database", self.sandbox, dependents, self.marked))
         try:
             work(cur, exists)
         except pymysql.MySQLError as exc:
@@ -1193,7 +1193,8 @@ class MySQLBackend(Backend):
             raise sandbox_mod.SandboxError(
                 f"could not {what} the sandbox database {self.sandbox}: another client holds a lock in it"
                 + (f" ({who})" if who else "") + f" and lockrace waits at most {sandbox_mod.DDL_LOCK_WAIT_S} s;"
-                " the database is left in place (a later lockrace run removes it once that lock is gone)"
+                " the database is left in place" + sandbox_mod.left_for("database", self.sandbox, "that lock is gone",
+                                                                        self.marked)
             ) from None
 
     # ------------------------------------------------------------ connections

@@ -106,13 +106,23 @@ def refuse_existing(kind: str, name: str, comment: str | None, owner_alive: bool
         f"removed (another client holds a lock in it): set LOCKRACE_SANDBOX to another name")
 
 
-def foreign_dependents(what: str, kind: str, name: str, dependents: list[str]) -> str:
-    """Why the sandbox was not dropped (or emptied): objects outside it depend on it."""
+def foreign_dependents(what: str, kind: str, name: str, dependents: list[str], marked: bool = True) -> str:
+    """Why the sandbox was not dropped (or emptied): objects outside it depend on it.
+    ``marked``: the sandbox carries lockrace's mark, so a later run can sweep it."""
     first = dependents[0]
     more = f" (and {len(dependents) - 1} more)" if len(dependents) > 1 else ""
     return (f"could not {what} the sandbox {kind} {name}: {first}{more} outside it depends on objects in it"
-            f" and lockrace never drops what is not its own; the {kind} is left in place (a later lockrace run"
-            f" removes it once nothing outside it depends on it)")
+            f" and lockrace never drops what is not its own; the {kind} is left in place"
+            + left_for(kind, name, "nothing outside it depends on it", marked))
+
+
+def left_for(kind: str, name: str, once: str, marked: bool) -> str:
+    """Who removes a sandbox left in place: a later run, if the sandbox is marked as
+    lockrace's (a MySQL database cannot be: MySQL takes no database comment)."""
+    if marked:
+        return f" (a later lockrace run removes it once {once})"
+    return (f" (this server takes no {kind} comment, so no later lockrace run can tell it is lockrace's:"
+            f" DROP {kind.upper()} `{name}` once {once})")
 
 
 def started_age_s(comment: str | None) -> float | None:

@@ -32,6 +32,33 @@ def test_help_is_complete():
         assert word in run
 
 
+@pytest.mark.parametrize("before", [True, False], ids=["before the command", "after it"])
+@pytest.mark.parametrize("flag,dsn,scenario", [
+    ("--mysql", "mysql://root@127.0.0.1:1/", "mysql-nowait"),
+    ("--pg", "postgresql://postgres@127.0.0.1:1/postgres", "pg-nowait"),
+])
+def test_server_flag_before_or_after_the_command_is_the_one_used(flag, dsn, scenario, before):
+    """``lockrace --mysql DSN run X`` runs on that server, not on a private one: a
+    DSN nobody listens on is a clear exit 2 wherever the flag stands."""
+    args = (flag, dsn, "run", scenario) if before else ("run", scenario, flag, dsn)
+    out = lockrace(*args)
+    assert out.returncode == 2, out.stdout[-500:]
+    assert "cannot connect" in out.stderr and "127.0.0.1" in out.stderr
+    assert "private" not in out.stdout
+
+
+def test_server_flag_after_the_command_wins():
+    from lockrace.cli import build_parser
+    from lockrace.runtime.options import ServerChoice
+
+    parser = build_parser()
+    for argv, want in ((["--mysql", "X", "run", "a"], "X"), (["run", "a", "--mysql", "Y"], "Y"),
+                       (["--mysql", "X", "run", "a", "--mysql", "Y"], "Y"), (["run", "a"], None),
+                       (["--mysql", "X", "bench"], "X"), (["--mysql", "X", "locks"], "X"),
+                       (["--mysql", "X", "rehearse", "m.sql"], "X")):
+        assert ServerChoice.from_flags(parser.parse_args(argv)).dsn("mysql") == want, argv
+
+
 def test_malformed_file_exits_2_with_file_and_line(tmp_path):
     bad = tmp_path / "bad.race"
     bad.write_text("engines: postgres\nA> SELECT 1;\n    expect: exploded\n")

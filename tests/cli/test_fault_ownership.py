@@ -374,6 +374,43 @@ def test_teardown_drop_behind_a_foreign_lock_is_bounded(engine, tmp_path, pg_dsn
             _mysql_query(mysql_dsn, f"DROP DATABASE IF EXISTS `{sandbox}`")
 
 
+@pytest.mark.mysql_only
+def test_teardown_behind_a_foreign_lock_on_mysql_says_how_to_drop(tmp_path, mysql_server):
+    """MySQL takes no database comment, so nothing marks a sandbox as lockrace's for a
+    later run to sweep: when a foreign lock keeps the DROP from happening, the sentence
+    says so and gives the statement that removes it, instead of promising a later run."""
+    import pymysql
+
+    kw = mysql_server.mysql_kwargs
+    sandbox = f"lockrace_td_{uuid.uuid4().hex[:8]}"
+    scenario = tmp_path / "foreign.race"
+    scenario.write_text(_quiet_scenario("mysql"))
+    flags = ["--mysql", f"mysql://root@localhost/?unix_socket={kw['unix_socket']}"]
+    live = LiveRun(["run", str(scenario), "--step-timeout", "30", *flags], lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
+    foreign = pymysql.connect(unix_socket=kw["unix_socket"], user="root", password="", autocommit=True)
+    try:
+        cur = foreign.cursor()
+        assert live.wait_for_line(f"A> {HOLD['mysql']}", 30), live.stdout + live.stderr
+        cur.execute("BEGIN")
+        cur.execute(f"SELECT * FROM `{sandbox}`.accounts")  # a metadata lock until COMMIT
+        assert live.wait_for_line("Verified against", 15), live.stdout + live.stderr
+        assert live.finish(DDL_LOCK_WAIT_S + 20) == 0, live.stdout + live.stderr
+        lines = live.stderr.strip().splitlines()
+        assert len(lines) == 1, live.stderr
+        assert f"could not drop the sandbox database {sandbox}: another client holds a lock in it" in lines[0]
+        assert f"DROP DATABASE `{sandbox}` once that lock is gone" in lines[0], lines[0]
+        assert "a later lockrace run removes it" not in lines[0]
+        cur.execute(f"SELECT balance FROM `{sandbox}`.accounts")  # the foreign transaction is as it was
+        assert cur.fetchall() == ((100,),)
+        cur.execute("COMMIT")
+        cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (sandbox,))
+        assert cur.fetchall() == ((sandbox,),)
+    finally:
+        live.kill()
+        foreign.cursor().execute(f"DROP DATABASE IF EXISTS `{sandbox}`")
+        foreign.close()
+
+
 # ------------------------------------------------------------------ prepared transactions (PostgreSQL)
 
 PREPARED = """title: a transaction prepared and never finished
