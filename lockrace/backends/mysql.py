@@ -787,7 +787,7 @@ class MySQLBackend(Backend):
         self.performance_schema = True  # MySQL: its lock views are there (SELECT @@performance_schema)
         self.token = sandbox_mod.new_token()
         self.owner: Connection | None = None  # holds the sandbox's named lock (DSN servers)
-        self.marked = True  # the server takes database comments (MariaDB 10.5+)
+        self.marked = True  # its sandbox carries the mark (a database comment, or a marker procedure)
         self.prepared_xa: set[str] = set()  # XA transactions this run's sessions prepared (see MySQLSession)
         self.session_idents: set[int] = set()  # thread ids of the sessions this backend opened
         self.budget_prefix = ""  # set by a cluster topology (backends/galera.py)
@@ -927,13 +927,22 @@ class MySQLBackend(Backend):
     # ------------------------------------------------------------ the sandbox on a DSN server
 
     def _comment(self, cur, name: str) -> tuple[bool, str | None]:
-        """(the database exists, its comment: None where the server keeps none)."""
+        """(the database exists, its mark: the database's comment, or where the server
+        keeps none (MySQL, MariaDB before 10.5) the comment of its marker procedure;
+        None: it has neither)."""
         try:
             cur.execute("SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,))
+            row = cur.fetchone()
+            return (row is not None, row[0] if row else None)
         except pymysql.MySQLError:  # no SCHEMA_COMMENT before MariaDB 10.5 / on MySQL
-            cur.execute("SELECT NULL FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,))
+            pass
+        cur.execute("SELECT NULL FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (name,))
+        if cur.fetchone() is None:
+            return (False, None)
+        cur.execute("SELECT ROUTINE_COMMENT FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s"
+                    " AND ROUTINE_NAME = %s AND ROUTINE_TYPE = 'PROCEDURE'", (name, sandbox_mod.MARKER_ROUTINE))
         row = cur.fetchone()
-        return (row is not None, row[0] if row else None)
+        return (True, row[0] if row else None)
 
     def _owner_connect(self) -> Connection:
         conn = self.connect_blocking(None)
@@ -977,8 +986,8 @@ class MySQLBackend(Backend):
             except pymysql.err.ProgrammingError as exc:
                 if error_parts(exc)[0] != 1064:  # a syntax error: this server takes no database comment
                     raise
-                self.marked = False
                 cur.execute(f"CREATE DATABASE `{name}`")
+                self.marked = self._mark_by_routine(cur, name)
         except pymysql.MySQLError as exc:
             errno, message = error_parts(exc)
             if errno == 1007:  # ER_DB_CREATE_EXISTS
@@ -996,18 +1005,44 @@ class MySQLBackend(Backend):
                 raise sandbox_mod.SandboxError(
                     f"cannot create the sandbox database {name}'s heartbeat table: {error_parts(exc)[1]}") from None
 
+    def _mark_by_routine(self, cur, name: str) -> bool:
+        """Mark a database on a server without database comments (MySQL, MariaDB before
+        10.5) by an empty procedure in it whose comment is the marker: unlike a table it
+        shows in no SHOW TABLES or information_schema.TABLES of the user's, it goes with
+        DROP DATABASE, and a later run finds it in information_schema.ROUTINES.
+        False: the account may not create routines there (the sandbox stays unmarked)."""
+        try:
+            cur.execute(f"CREATE PROCEDURE `{name}`.`{sandbox_mod.MARKER_ROUTINE}`() COMMENT %s BEGIN END",
+                        (sandbox_mod.marker(self.token),))
+            return True
+        except pymysql.MySQLError:
+            return False
+
+    def _marked_databases(self, cur) -> list[tuple[str, str]]:
+        """(name, marker) of every database marked as a lockrace sandbox that this account sees."""
+        try:
+            cur.execute("SELECT SCHEMA_NAME, SCHEMA_COMMENT FROM information_schema.SCHEMATA"
+                        " WHERE LEFT(SCHEMA_COMMENT, %s) = %s", (len(sandbox_mod.MARK), sandbox_mod.MARK))
+            found = list(cur.fetchall())
+        except pymysql.MySQLError:  # no database comments here
+            found = []
+        cur.execute("SELECT ROUTINE_SCHEMA, ROUTINE_COMMENT FROM information_schema.ROUTINES WHERE ROUTINE_NAME = %s"
+                    " AND ROUTINE_TYPE = 'PROCEDURE' AND LEFT(ROUTINE_COMMENT, %s) = %s",
+                    (sandbox_mod.MARKER_ROUTINE, len(sandbox_mod.MARK), sandbox_mod.MARK))
+        seen = {name for name, _ in found}
+        return found + [(name, comment) for name, comment in cur.fetchall() if name not in seen]
+
     def _sweep(self, conn: Connection) -> None:
         """Drop marked sandboxes whose owner is provably gone: its named lock is free (on a
         Galera node: and its heartbeat has stopped, see ``_gone``)."""
         cur = conn.cursor()
         try:
-            cur.execute("SELECT SCHEMA_NAME, SCHEMA_COMMENT FROM information_schema.SCHEMATA"
-                        " WHERE LEFT(SCHEMA_COMMENT, %s) = %s", (len(sandbox_mod.MARK), sandbox_mod.MARK))
+            marked = self._marked_databases(cur)
         except pymysql.MySQLError:
-            return  # no database comments here: nothing is marked
+            return  # the catalogue cannot be read: nothing is provably lockrace's
         free: dict[str, str] = {}  # name -> comment, its named lock free here (held by us now)
         try:
-            for name, comment in cur.fetchall():
+            for name, comment in marked:
                 if name != self.sandbox:  # our owner connection holds our own lock already
                     cur.execute("SELECT GET_LOCK(%s, 0)", (sandbox_mod.named_lock(name),))
                     if str(cur.fetchone()[0]) != "1":
@@ -1255,6 +1290,8 @@ class MySQLBackend(Backend):
             cur.execute("SELECT ROUTINE_NAME, ROUTINE_TYPE FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s"
                         " AND ROUTINE_TYPE IN ('FUNCTION', 'PROCEDURE')", (self.sandbox,))
             for name, kind in cur.fetchall():
+                if kind == "PROCEDURE" and name == sandbox_mod.MARKER_ROUTINE and not self.target.owned:
+                    continue  # the sandbox's mark: it stays while the run lives
                 cur.execute(f"DROP {kind} IF EXISTS `{self.sandbox}`.`{name.replace('`', '``')}`")
 
         await self._sandbox_ddl("empty", work)

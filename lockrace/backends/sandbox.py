@@ -3,7 +3,9 @@
 Each lockrace process works in a schema (PostgreSQL) or database (MariaDB/MySQL)
 of its own, created by this process (never adopted: no IF NOT EXISTS) and
 marked as lockrace's with a comment naming its owner (host, pid, start time
-and a random token).  The owner proves it is alive by holding a session lock
+and a random token): the schema's or database's own comment, or where the
+server keeps none (MySQL, MariaDB before 10.5) the comment of an empty
+procedure in the database (``MARKER_ROUTINE``).  The owner proves it is alive by holding a session lock
 on a connection of its own for as long as it runs: a PostgreSQL advisory lock
 on a key derived from the sandbox name, or a MariaDB/MySQL named lock
 (GET_LOCK).  The server releases that lock when the owner's connection ends,
@@ -40,6 +42,7 @@ from .base import ConnectError
 
 MARK = "lockrace sandbox;"
 ADVISORY_CLASS = 0x6C6B7263  # 'lkrc': first key of the two-key advisory lock
+MARKER_ROUTINE = "lockrace_sandbox"  # MySQL (no database comments): an empty procedure carrying the mark
 HEARTBEAT_TABLE = "lockrace_heartbeat"  # Galera: the owner's heartbeat row, in its sandbox
 BEAT_S = 1.0  # Galera: how often the owner updates its heartbeat
 STALE_S = 30  # Galera: a heartbeat this old (by the reading node's clock) may be a gone run's
@@ -118,10 +121,11 @@ def foreign_dependents(what: str, kind: str, name: str, dependents: list[str], m
 
 def left_for(kind: str, name: str, once: str, marked: bool) -> str:
     """Who removes a sandbox left in place: a later run, if the sandbox is marked as
-    lockrace's (a MySQL database cannot be: MySQL takes no database comment)."""
+    lockrace's (unmarked: MySQL, whose databases take no comment, where this account
+    may not create the marker procedure)."""
     if marked:
         return f" (a later lockrace run removes it once {once})"
-    return (f" (this server takes no {kind} comment, so no later lockrace run can tell it is lockrace's:"
+    return (f" (nothing on this server marks it as lockrace's for a later run to find:"
             f" DROP {kind.upper()} `{name}` once {once})")
 
 

@@ -143,10 +143,10 @@ def test_two_processes_loop_on_one_dsn_server(pg_dsn, pg_db, mysql_dsn):
     my_names = ["mysql-nowait", "mysql-skip-locked"]
     known = {sc.name for sc in builtins()}
     assert set(pg_names + my_names) <= known
-    marked = "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_COMMENT LIKE 'lockrace sandbox;%%'"
-    before = set(_mysql_query(mysql_dsn, marked))
+    sandboxes = r"SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'lockrace\\_%%'"
+    before = set(_mysql_query(mysql_dsn, sandboxes))
     jobs = [(["run", *pg_names, "--pg", pg_dsn.dsn(pg_db)], "PostgreSQL", len(pg_names))] * 2 + \
-           [(["run", *my_names, "--mysql", mysql_dsn.dsn()], "MariaDB", len(my_names))] * 2
+           [(["run", *my_names, "--mysql", mysql_dsn.dsn()], mysql_dsn.name, len(my_names))] * 2
     with ThreadPoolExecutor(len(jobs)) as pool:
         futures = [pool.submit(_loop, argv, lockrace_env(), 60) for argv, _, _ in jobs]
         results = [f.result() for f in futures]
@@ -158,7 +158,7 @@ def test_two_processes_loop_on_one_dsn_server(pg_dsn, pg_db, mysql_dsn):
             assert out.stdout.count(f"Verified against {server}") == count, out.stdout[-3000:]
     # every run dropped its own sandbox
     assert _pg_schemas(pg_dsn, pg_db) == []
-    assert set(_mysql_query(mysql_dsn, marked)) <= before
+    assert set(_mysql_query(mysql_dsn, sandboxes)) <= before
 
 
 # ------------------------------------------------------------------ finding 4: kill -9
@@ -375,22 +375,38 @@ def test_teardown_drop_behind_a_foreign_lock_is_bounded(engine, tmp_path, pg_dsn
 
 
 @pytest.mark.mysql_only
-def test_teardown_behind_a_foreign_lock_on_mysql_says_how_to_drop(tmp_path, mysql_server):
-    """MySQL takes no database comment, so nothing marks a sandbox as lockrace's for a
-    later run to sweep: when a foreign lock keeps the DROP from happening, the sentence
-    says so and gives the statement that removes it, instead of promising a later run."""
+@pytest.mark.parametrize("routines", [True, False], ids=["marked", "no CREATE ROUTINE"])
+def test_teardown_behind_a_foreign_lock_on_mysql(tmp_path, mysql_server, routines):
+    """MySQL takes no database comment: the sandbox is marked by an empty procedure in
+    it, so when a foreign lock keeps the final DROP from happening a later run removes
+    it.  An account that may not create routines there gets an unmarked sandbox, and the
+    sentence gives the statement that removes it instead of promising a later run."""
     import pymysql
 
     kw = mysql_server.mysql_kwargs
+    sock = kw["unix_socket"]
     sandbox = f"lockrace_td_{uuid.uuid4().hex[:8]}"
+    user = f"lr_td_{uuid.uuid4().hex[:6]}"
+    root = pymysql.connect(unix_socket=sock, user="root", password="", autocommit=True)
+    rc = root.cursor()
+    rc.execute(f"CREATE USER '{user}'@'localhost'")
+    rc.execute(f"GRANT ALL ON `{sandbox}`.* TO '{user}'@'localhost'")
+    rc.execute(f"GRANT PROCESS ON *.* TO '{user}'@'localhost'")
+    if not routines:
+        rc.execute(f"REVOKE CREATE ROUTINE ON `{sandbox}`.* FROM '{user}'@'localhost'")
     scenario = tmp_path / "foreign.race"
     scenario.write_text(_quiet_scenario("mysql"))
-    flags = ["--mysql", f"mysql://root@localhost/?unix_socket={kw['unix_socket']}"]
-    live = LiveRun(["run", str(scenario), "--step-timeout", "30", *flags], lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox))
-    foreign = pymysql.connect(unix_socket=kw["unix_socket"], user="root", password="", autocommit=True)
+    flags = ["--mysql", f"mysql://{user}@localhost/?unix_socket={sock}"]
+    env = lockrace_env(tmp_path, LOCKRACE_SANDBOX=sandbox)
+    live = LiveRun(["run", str(scenario), "--step-timeout", "30", *flags], env)
+    foreign = pymysql.connect(unix_socket=sock, user="root", password="", autocommit=True)
     try:
         cur = foreign.cursor()
         assert live.wait_for_line(f"A> {HOLD['mysql']}", 30), live.stdout + live.stderr
+        cur.execute("SELECT count(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = %s", (sandbox,))
+        assert cur.fetchone()[0] == (1 if routines else 0)
+        cur.execute(f"SHOW TABLES FROM `{sandbox}`")
+        assert [t for (t,) in cur.fetchall()] == ["accounts"]  # the mark is in no table list
         cur.execute("BEGIN")
         cur.execute(f"SELECT * FROM `{sandbox}`.accounts")  # a metadata lock until COMMIT
         assert live.wait_for_line("Verified against", 15), live.stdout + live.stderr
@@ -398,17 +414,26 @@ def test_teardown_behind_a_foreign_lock_on_mysql_says_how_to_drop(tmp_path, mysq
         lines = live.stderr.strip().splitlines()
         assert len(lines) == 1, live.stderr
         assert f"could not drop the sandbox database {sandbox}: another client holds a lock in it" in lines[0]
-        assert f"DROP DATABASE `{sandbox}` once that lock is gone" in lines[0], lines[0]
-        assert "a later lockrace run removes it" not in lines[0]
+        if routines:
+            assert "(a later lockrace run removes it once that lock is gone)" in lines[0], lines[0]
+        else:
+            assert f"DROP DATABASE `{sandbox}` once that lock is gone" in lines[0], lines[0]
+            assert "a later lockrace run removes it" not in lines[0]
         cur.execute(f"SELECT balance FROM `{sandbox}`.accounts")  # the foreign transaction is as it was
         assert cur.fetchall() == ((100,),)
         cur.execute("COMMIT")
+        # a later run (root's, in a sandbox of its own) removes the marked one, leaves the unmarked
+        env.pop("LOCKRACE_SANDBOX")
+        later = run_lockrace(["run", str(scenario), "--mysql", f"mysql://root@localhost/?unix_socket={sock}"], env)
+        assert later.returncode == 0, later.stdout + later.stderr
         cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (sandbox,))
-        assert cur.fetchall() == ((sandbox,),)
+        assert cur.fetchall() == (() if routines else ((sandbox,),))
     finally:
         live.kill()
         foreign.cursor().execute(f"DROP DATABASE IF EXISTS `{sandbox}`")
         foreign.close()
+        rc.execute(f"DROP USER IF EXISTS '{user}'@'localhost'")
+        root.close()
 
 
 # ------------------------------------------------------------------ prepared transactions (PostgreSQL)

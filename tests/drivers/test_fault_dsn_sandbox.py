@@ -177,7 +177,7 @@ def mysql_planted(mysql_dsn):
         conn.close()
 
 
-def test_mysql_dsn_run_touches_only_its_own_database(mysql_planted, dsn_runs):
+def test_mysql_dsn_run_touches_only_its_own_database(mysql_planted, dsn_runs, mysql_dsn):
     cur, db, sandbox, tables, before = mysql_planted
     names, _ = scenario_tables("mysql")
     assert len(names) >= 3
@@ -187,7 +187,7 @@ def test_mysql_dsn_run_touches_only_its_own_database(mysql_planted, dsn_runs):
     # metadata_lock_info plugin, which this DSN server does not load.  Every scenario must run.
     assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
-    assert out.stdout.count("Verified against MariaDB") + out.stdout.count("FAILED on MariaDB") == len(names)
+    assert out.stdout.count(f"Verified against {mysql_dsn.name}") + out.stdout.count(f"FAILED on {mysql_dsn.name}") == len(names)
     assert _mysql_snapshot(cur, db, tables) == before
     cur.execute("SELECT count(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (sandbox,))
     assert cur.fetchone()[0] == 0, f"sandbox database {sandbox} was left behind"

@@ -7,6 +7,11 @@ servers are used instead, reached by DSN over their Unix sockets -- for the
 ``lockrace`` process under test that is just as much a server it did not
 start (origin "DSN": its own sandbox only, dropped afterwards).
 FAULT_TESTS_PRIVATE_DSN=1 takes that path even where the local servers answer.
+
+In the MySQL pass (LOCKRACE_MYSQLD names a MySQL server) the local MariaDB is
+not the server under test: the MySQL DSN is then a private MySQL of the test
+session's own on a loopback port, where it offers TLS as a MySQL server does by
+default, so every DSN test also runs over TLS on MySQL.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from dataclasses import dataclass
 import psycopg
 import pymysql
 import pytest
+from support.flavor import private_mysql_flavor
+
+from lockrace.servers.private_mysql import PrivateMySQL
 
 LOCAL_PG = "host=127.0.0.1 port=5432 user=postgres"
 LOCAL_MYSQL = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
@@ -39,6 +47,7 @@ class MySQLDsn:
     kwargs: dict  # PyMySQL connect arguments for root
     user_host: str  # the host part of accounts that log in this way: '127.0.0.1' or 'localhost'
     where: str
+    name: str = "MariaDB"  # how lockrace names the server: 'MariaDB' or 'MySQL'
 
     def dsn(self, user: str = "root", password: str = "", database: str = "") -> str:
         auth = f"{user}:{password}" if password else user
@@ -71,9 +80,23 @@ def pg_dsn(request) -> PgDsn:
 
 @pytest.fixture(scope="session")
 def mysql_dsn(request) -> MySQLDsn:
+    if private_mysql_flavor() == "mysql":
+        server = request.getfixturevalue("mysql_tcp_server")
+        # root@localhost is the account MySQL makes; a TCP client from 127.0.0.1 is
+        # 'localhost' to it (the private server resolves names)
+        return MySQLDsn(server.connect_kwargs(), "localhost", "the tests' private MySQL over TLS", "MySQL")
     local = MySQLDsn(dict(LOCAL_MYSQL), "127.0.0.1", "127.0.0.1:3306")
     if _answers(local.connect):
         return local
     server = request.getfixturevalue("mysql_server")
     kwargs = {k: v for k, v in server.mysql_kwargs.items() if k in ("unix_socket", "user", "password")}
     return MySQLDsn(kwargs, "localhost", "the tests' private MariaDB")
+
+
+@pytest.fixture(scope="session")
+def mysql_tcp_server():
+    """The test session's private MySQL on a loopback port (TLS on, as MySQL has it)."""
+    server = PrivateMySQL(tcp=True)
+    server.start()
+    yield server
+    server.stop()
