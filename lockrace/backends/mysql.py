@@ -1189,13 +1189,30 @@ class MySQLBackend(Backend):
             self.prepared_xa.discard(xid)
 
     def _blockers(self, cur) -> str:
+        """Who holds a lock in our sandbox, as the server says: the holders of its metadata
+        locks (MySQL: performance_schema.metadata_locks; MariaDB: METADATA_LOCK_INFO, where
+        that plugin is loaded), and connections using it or running a statement naming it."""
+        found: dict[int, str] = {}
+        for sql in (
+                "SELECT DISTINCT t.PROCESSLIST_ID, t.PROCESSLIST_USER FROM performance_schema.metadata_locks m"
+                " JOIN performance_schema.threads t ON t.THREAD_ID = m.OWNER_THREAD_ID WHERE m.OBJECT_SCHEMA = %s"
+                " AND m.LOCK_STATUS = 'GRANTED' AND t.PROCESSLIST_ID <> CONNECTION_ID()",
+                "SELECT DISTINCT m.THREAD_ID, p.USER FROM information_schema.METADATA_LOCK_INFO m"
+                " JOIN information_schema.PROCESSLIST p ON p.ID = m.THREAD_ID WHERE m.TABLE_SCHEMA = %s"
+                " AND m.THREAD_ID <> CONNECTION_ID()"):
+            try:
+                cur.execute(sql, (self.sandbox,))
+                found.update((int(i), str(u)) for i, u in cur.fetchall() if i is not None)
+            except pymysql.MySQLError:
+                pass  # no such view here (performance_schema off, the plugin not loaded)
         try:
-            cur.execute("SELECT ID, USER, COMMAND, STATE FROM information_schema.PROCESSLIST"
-                        " WHERE ID <> CONNECTION_ID() AND (DB = %s OR INFO LIKE %s) ORDER BY ID",
+            cur.execute("SELECT ID, USER FROM information_schema.PROCESSLIST"
+                        " WHERE ID <> CONNECTION_ID() AND (DB = %s OR INFO LIKE %s)",
                         (self.sandbox, f"%{self.sandbox}%"))
-            who = [f"connection {i} ({u})" for i, u, _c, _s in cur.fetchall()]
+            found.update((int(i), str(u)) for i, u in cur.fetchall())
         except pymysql.MySQLError:
-            return ""
+            pass
+        who = [f"connection {i} ({u})" for i, u in sorted(found.items())]
         try:
             cur.execute("XA RECOVER")
             if cur.fetchall():

@@ -352,6 +352,8 @@ def test_teardown_drop_behind_a_foreign_lock_is_bounded(engine, tmp_path, pg_dsn
             foreign.rollback()
             assert _pg_schemas(pg_dsn, pg_db) == [sandbox]
         else:
+            if mysql_dsn.name == "MySQL":  # its metadata_locks say who holds the lock
+                assert f"(connection {foreign.thread_id()} (root))" in lines[0], lines[0]
             cur.execute(f"SELECT balance FROM `{sandbox}`.accounts")
             assert cur.fetchall() == ((100,),)
             cur.execute("COMMIT")
@@ -391,7 +393,8 @@ def test_teardown_behind_a_foreign_lock_on_mysql(tmp_path, mysql_server, routine
     rc = root.cursor()
     rc.execute(f"CREATE USER '{user}'@'localhost'")
     rc.execute(f"GRANT ALL ON `{sandbox}`.* TO '{user}'@'localhost'")
-    rc.execute(f"GRANT PROCESS ON *.* TO '{user}'@'localhost'")
+    rc.execute(f"GRANT PROCESS ON *.* TO '{user}'@'localhost'")  # the lock views, as a DSN user has them
+    rc.execute(f"GRANT SELECT ON performance_schema.* TO '{user}'@'localhost'")
     if not routines:
         rc.execute(f"REVOKE CREATE ROUTINE ON `{sandbox}`.* FROM '{user}'@'localhost'")
     scenario = tmp_path / "foreign.race"
@@ -413,7 +416,7 @@ def test_teardown_behind_a_foreign_lock_on_mysql(tmp_path, mysql_server, routine
         assert live.finish(DDL_LOCK_WAIT_S + 20) == 0, live.stdout + live.stderr
         lines = live.stderr.strip().splitlines()
         assert len(lines) == 1, live.stderr
-        assert f"could not drop the sandbox database {sandbox}: another client holds a lock in it" in lines[0]
+        assert f"could not drop the sandbox database {sandbox}: another client holds a lock in it (connection {foreign.thread_id()} (root))" in lines[0], lines[0]
         if routines:
             assert "(a later lockrace run removes it once that lock is gone)" in lines[0], lines[0]
         else:
