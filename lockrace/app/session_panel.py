@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, RichLog, Static
 
+from ..dialects import dialect_for
 from ..core.events import Event
 from .completion import complete
 from .session_log import TABLE_STYLE, SessionLog
@@ -286,7 +287,7 @@ class SessionPanel(Vertical):
         title = f"Session {log.name} @ {log.node}" if log.node else f"Session {log.name}"
         ident = self.status.ident
         if ident:
-            title += f" · {'pid' if log.flavor == 'postgres' else 'thread'} {ident}"
+            title += f" · {dialect_for(log.flavor).session_ident(ident)}"
         if self.border_title != title:
             self.border_title = title
 

@@ -30,7 +30,8 @@ from pymysql.constants import CLIENT, SERVER_STATUS
 from ..core import prepared as prepared_mod
 from ..core.sqltext import try_statements, words
 from ..core.events import ROW_LIMIT, Budget, LockInfo, StatementResult
-from ..dialects.mysql_family import CONNECTION_ERRORS as MYSQL_CONNECTION_ERRORS, classify_mysql
+from ..dialects import MARIADB, mysql_dialect_of
+from ..dialects.mysql_family import CONNECTION_ERRORS as MYSQL_CONNECTION_ERRORS, MySQLFamilyDialect, classify_mysql
 from ..core.states import TxnState
 from ..servers.target import Target
 from . import sandbox as sandbox_mod
@@ -39,7 +40,6 @@ from .loop_answer import SocketWatch
 from .mysql_answer import LoopRead
 from .pymysql_adapter import (LOOP_DRIVER, TEXT_CONV, Connection, count_rest, end_unbuffered, error_parts, is_open,
                               read_sent, send_query, shut, socket_of, take_error, warning_count)
-from .queries import query
 from .worker import SessionThread
 
 
@@ -99,11 +99,11 @@ async def _close_bounded(conn: Connection) -> None:
 _LOCK_ERRNOS = frozenset({"1205", "3572", "1213"})
 _LOOP_SQL_MAX = 4096  # characters; a longer statement is sent by the session's thread
 class MySQLSession(SocketWatch, SessionConnection):
-    def __init__(self, conn: Connection, name: str, flavor: str, prepared_xa: set[str] | None = None,
+    def __init__(self, conn: Connection, name: str, dialect: MySQLFamilyDialect, prepared_xa: set[str] | None = None,
                  budget_prefix: str = ""):
         self.conn = conn
         self.name = name
-        self.flavor = flavor
+        self.dialect = dialect
         self.budget_prefix = budget_prefix  # Galera: reading budgets must not wait for wsrep_sync_wait
         self.ident = conn.thread_id()
         self._closed = False
@@ -320,15 +320,8 @@ class MySQLSession(SocketWatch, SessionConnection):
 
     def _read_budgets(self) -> tuple[Budget, ...]:
         cur = self.conn.cursor()
-        if self.flavor == "mysql8":
-            cur.execute("SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_execution_time")
-            ilwt, lwt, met = cur.fetchone()
-            return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
-                    Budget("max_execution_time", float(met)))
-        cur.execute(self.budget_prefix + "SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@max_statement_time")
-        ilwt, lwt, mst = cur.fetchone()
-        return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
-                Budget("max_statement_time", float(mst) * 1000))
+        cur.execute(self.budget_prefix + self.dialect.budgets_sql())
+        return self.dialect.budgets_from(cur.fetchone())
 
     async def budgets(self) -> tuple[Budget, ...]:
         if self.closed:
@@ -412,12 +405,12 @@ class MySQLMonitor(MonitorConnection):
     galera_seen: dict[str, int] | None = None
     """A Galera node's wsrep counters as last read (backends/galera.py); None: not read."""
 
-    def __init__(self, conn: Connection, flavor: str, sandbox: str, has_mdl_info: bool,
+    def __init__(self, conn: Connection, dialect: MySQLFamilyDialect, sandbox: str, has_mdl_info: bool,
                  own_sessions: set[int] | None = None):
         self.conn = conn
         self.ident = conn.thread_id()
         self._broken = False
-        self.flavor = flavor
+        self.dialect = dialect
         self._innodb_read_at = 0.0
         self._waits_seen: list[tuple] | None = None  # MariaDB: the last answer of InnoDB's lock views
         self._fresh_due: float | None = None  # when a fresh answer can be had, if the last one was not
@@ -428,10 +421,12 @@ class MySQLMonitor(MonitorConnection):
         self.performance_schema = True
         self.own_sessions = own_sessions if own_sessions is not None else set()  # thread ids of this run's sessions
         self.lock = asyncio.Lock()
-        # MariaDB: read InnoDB's lock views once, 5 ms after a statement was sent (it waits
-        # by then), not as it starts: a read then finds nothing and, InnoDB refreshing
-        # them only after 100 ms without a read, would hide the wait for 100 ms.
-        self.first_poll_s = 0.005 if flavor != "mysql8" else 0.001
+        self.first_poll_s = dialect.first_poll_s  # see dialects/mariadb.py
+
+    @property
+    def _performance_schema_views(self) -> bool:
+        """Whether row and metadata lock waits are read from performance_schema (MySQL, when ON)."""
+        return self.dialect.lock_views_in_performance_schema and self.performance_schema
 
     async def run_query(self, sql: str, args=None) -> list[tuple]:
         def work():
@@ -468,15 +463,15 @@ class MySQLMonitor(MonitorConnection):
         return self._broken or not self.conn.open
 
     async def _innodb_query(self, sql: str, args=None) -> list[tuple]:
-        """Read MariaDB's INNODB_TRX / INNODB_LOCKS / INNODB_LOCK_WAITS.
+        """Read InnoDB's INNODB_TRX (and MariaDB's INNODB_LOCKS / INNODB_LOCK_WAITS).
 
         InnoDB refreshes the snapshot behind these views only when nobody has
         read it for 100 ms (trx0i_s.cc, CACHE_MIN_IDLE_TIME): a reader that
         asks more often keeps getting the same stale snapshot.  So every read
-        waits until 100 ms have passed since the previous one.  MySQL 8's
+        waits until 100 ms have passed since the previous one.  MySQL's
         performance_schema tables have no such cache.
         """
-        if self.flavor != "mysql8" or "INNODB_TRX" in sql:
+        if self.dialect.lock_views_cached or "INNODB_TRX" in sql:
             loop = asyncio.get_running_loop()
             delay = self._innodb_read_at + 0.101 - loop.time()
             if delay > 0:
@@ -501,7 +496,7 @@ class MySQLMonitor(MonitorConnection):
             return self._waits_seen
         taken = perf_counter_ns()
         try:
-            rows = await self.run_query(query("mariadb", "innodb_lock_waits"))
+            rows = await self.run_query(self.dialect.lock_view("innodb_lock_waits"))
         finally:
             self._innodb_read_at = loop.time()
         self._waits_seen = rows
@@ -515,7 +510,7 @@ class MySQLMonitor(MonitorConnection):
         had; else not at all (a new statement or a finish wakes the monitor).  A look
         every 100 ms would keep InnoDB's snapshot from refreshing, and the next wait
         that begins would be seen up to 100 ms late."""
-        if self.flavor == "mysql8":
+        if not self.dialect.lock_views_cached:
             return default
         if self._fresh_due is None:
             return None
@@ -525,10 +520,10 @@ class MySQLMonitor(MonitorConnection):
         if not idents:
             return {}
         ids = ",".join(str(int(i)) for i in idents)
-        if self.flavor == "mysql8" and not self.performance_schema:
+        if self.dialect.lock_views_in_performance_schema and not self.performance_schema:
             return await self._waits_without_performance_schema(idents)
-        if self.flavor == "mysql8":
-            rows = await self._innodb_query(query("mysql8", "data_lock_waits").format(ids=ids))
+        if self.dialect.lock_views_in_performance_schema:
+            rows = await self._innodb_query(self.dialect.lock_view("data_lock_waits").format(ids=ids))
         else:
             wanted = {int(i) for i in idents}
             rows = [r for r in await self._mariadb_waits() if int(r[0]) in wanted]
@@ -547,7 +542,7 @@ class MySQLMonitor(MonitorConnection):
                     if data in ("supremum pseudo-record",):
                         detail = f"{index} gap before supremum"
                 locks[waiter] = LockInfo(kind, str(mode or ""), _table_name(table), detail.strip())
-        taken = self.snapshot_ns if self.flavor != "mysql8" else None
+        taken = self.snapshot_ns if self.dialect.lock_views_cached else None
         reports = {w: WaitReport(w, tuple(b), locks.get(w), taken_ns=taken) for w, b in blockers.items()}
         missing = [i for i in idents if i not in reports]
         if missing:
@@ -580,7 +575,7 @@ class MySQLMonitor(MonitorConnection):
         for ident, state, info in rows:
             holders: tuple[int, ...] = ()
             table = ""
-            if self.flavor == "mysql8":
+            if self._performance_schema_views:
                 holders, table = await self._mysql_mdl_blockers(int(ident))
             elif self.has_mdl_info and re.search(r"global read|backup", str(state), re.IGNORECASE):
                 # FLUSH TABLES WITH READ LOCK holds the backup lock in its FTWRL modes
@@ -682,7 +677,7 @@ class MySQLMonitor(MonitorConnection):
 
     async def row_lock_holders(self, table: str, exclude: int) -> RowLockHolders:
         try:
-            if self.flavor == "mysql8" and self.performance_schema:
+            if self._performance_schema_views:
                 rows = await self.run_query(
                     # a row lock's owner by its transaction's table lock (see data_lock_waits.sql)
                     "SELECT t.PROCESSLIST_ID, COUNT(*) FROM performance_schema.data_locks l"
@@ -781,7 +776,8 @@ class MySQLBackend(Backend):
     def __init__(self, target: Target):
         self.target = target
         self.sandbox = target.sandbox
-        self.flavor = "mariadb"
+        self._dialect: MySQLFamilyDialect = MARIADB  # until the server says what it is (open)
+        self.flavor = MARIADB.name
         self.version = ""
         self.has_mdl_info = False
         self.performance_schema = True  # MySQL: its lock views are there (SELECT @@performance_schema)
@@ -816,10 +812,7 @@ class MySQLBackend(Backend):
                 seconds = min(sandbox_mod.DDL_LOCK_WAIT_S, max(1, math.ceil(self.admin_timeout))) if role == "admin" else 1
                 limits = [f"lock_wait_timeout = {seconds}", f"innodb_lock_wait_timeout = {seconds}"]
                 budget = {"admin": self.admin_timeout, "monitor": 5.0}.get(role, 2.0)
-                if self.flavor == "mariadb":
-                    limits.append(f"max_statement_time = {budget:g}")
-                else:
-                    limits.append(f"max_execution_time = {int(budget * 1000)}")
+                limits.append(self.dialect.limit_clause(budget))
                 conn.query("SET SESSION " + ", ".join(limits))
             return conn
         except pymysql.MySQLError as exc:
@@ -868,6 +861,10 @@ class MySQLBackend(Backend):
         finally:
             killer.close()
 
+    @property
+    def dialect(self) -> MySQLFamilyDialect:
+        return self._dialect
+
     async def open(self) -> "MySQLBackend":
         conn = await self.connect(None, role="probe")  # the flavor (which limits exist) is not known yet
         try:
@@ -887,24 +884,22 @@ class MySQLBackend(Backend):
                 mdl = int(cur.fetchone()[0])
                 # what SET ... = DEFAULT gives a session, and whether a lock wait timeout
                 # rolls back the whole transaction (read-only, server-wide)
-                statement_limit = "max_statement_time" if "mariadb" in version.lower() else "max_execution_time"
-                cur.execute(f"SELECT @@global.innodb_lock_wait_timeout, @@global.lock_wait_timeout,"
-                            f" @@global.{statement_limit}, @@global.innodb_rollback_on_timeout")
-                ilwt, lwt, limit, rollback = cur.fetchone()
+                dialect = mysql_dialect_of(version)
+                cur.execute(dialect.budgets_sql().replace("@@", "@@global.") + ", @@global.innodb_rollback_on_timeout")
+                *budgets, rollback = cur.fetchone()
                 perf = True
-                if "mariadb" not in version.lower():  # MySQL's lock views are performance_schema's
+                if dialect.lock_views_in_performance_schema:  # MySQL: are they there at all?
                     cur.execute("SELECT @@performance_schema")
                     perf = str(cur.fetchone()[0]) in ("1", "ON")
                 self.performance_schema = perf
-                scale = 1000.0 if statement_limit == "max_statement_time" else 1.0
-                defaults = {"innodb_lock_wait_timeout": float(ilwt) * 1000, "lock_wait_timeout": float(lwt) * 1000,
-                            statement_limit: float(limit) * scale}
+                defaults = {b.name: b.ms for b in dialect.budgets_from(budgets)}
                 return version, mdl, defaults, str(rollback) in ("1", "ON")
 
             raw, mdl, self.budget_defaults, self.rollback_on_timeout = await self._admin_call(conn, probe)
         finally:
             await _close_bounded(conn)
-        self.flavor = "mariadb" if "mariadb" in raw.lower() else "mysql8"
+        self._dialect = mysql_dialect_of(raw)
+        self.flavor = self._dialect.name
         self.version = raw.split("-")[0]
         self.has_mdl_info = bool(mdl)
         if not self.target.owned and not self.target.joins:
@@ -1255,13 +1250,13 @@ class MySQLBackend(Backend):
         threaded = self.threaded_reads()
         conn = await self.connect(role="session")
         self.session_idents.add(conn.thread_id())
-        session = MySQLSession(conn, name, self.flavor, self.prepared_xa, self.budget_prefix)
+        session = MySQLSession(conn, name, self.dialect, self.prepared_xa, self.budget_prefix)
         session.threaded = threaded
         session.rollback_on_timeout = self.rollback_on_timeout
         return session
 
     async def connect_monitor(self) -> MySQLMonitor:
-        monitor = MySQLMonitor(await self.connect(role="monitor"), self.flavor, self.sandbox, self.has_mdl_info,
+        monitor = MySQLMonitor(await self.connect(role="monitor"), self.dialect, self.sandbox, self.has_mdl_info,
                                self.session_idents)
         monitor.performance_schema = self.performance_schema
         return monitor

@@ -47,6 +47,24 @@ class Dialect:
     xa_owner_finishes = False  # only the connection that prepared an XA transaction may end it
     lock_error_codes: frozenset[str] = frozenset()  # lock errors whose answer may be taken before the state is read
 
+    # a row lock's budget, as lockrace bench sets it
+    row_lock_setting = ""  # the setting that bounds a row-lock wait
+    row_lock_whole_seconds = False  # it takes whole seconds only
+    row_lock_budget_by_default = False  # the server bounds a row-lock wait unless told otherwise
+    statement_wait_n = False  # SELECT ... FOR UPDATE WAIT n exists
+    bench_defaults = (500, 100)  # lockrace bench: hold_ms, budget_ms
+
+    # migrations (lockrace rehearse)
+    ddl_lock_setting = ""  # the setting that bounds a DDL's lock wait
+    ddl_lock_example = ""  # a policy part that sets it
+    ddl_lock_whole_seconds = False
+    online_ddl = ""  # the policy that asks for the online variant of a DDL
+    transactional_ddl = False  # a migration's statements can run in one transaction
+    identifier_quote = '"'
+    table_options = ""  # what a CREATE TABLE of lockrace's own ends with
+    migration_presets: tuple[str, ...] = ()  # the migration tools whose defaults a policy may name
+    default_policies: tuple[str, ...] = ()  # what a rehearsal compares unless told otherwise
+
     # ------------------------------------------------------------ outcomes
     def classify(self, code: str | int | None, message: str, sql: str, connection_closed: bool = False) -> Outcome:
         """The outcome class of an answer from the error the server sent (None: no error code)."""
@@ -65,6 +83,25 @@ class Dialect:
     def statement_budget(self, budgets: tuple[Budget, ...], sql: str, metadata: bool = False) -> Budget | None:
         """The wait budget that will end a lock wait of ``sql`` given the session's
         ``budgets`` (``metadata``: the wait is known to be a metadata-lock wait)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ settings lockrace sets
+    def set_sql(self, setting: str, ms: float, local: bool = False) -> str:
+        """Set ``setting`` (a duration) to ``ms`` for the session (``local``: for the
+        transaction only, where the server can)."""
+        raise NotImplementedError
+
+    def reset_sql(self, setting: str) -> str:
+        """Give ``setting`` back the session's default."""
+        raise NotImplementedError
+
+    def ddl_budget_sql(self, ms: float | None, local: bool = False) -> str:
+        """Bound a DDL's lock wait to ``ms`` (None: no bound); ``local``: for the
+        transaction only, where the server can."""
+        raise NotImplementedError
+
+    def statement_limit_sql(self, seconds: float) -> str:
+        """Bound every later statement of the session to ``seconds`` of run time."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ prepared transactions

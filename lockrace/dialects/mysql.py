@@ -13,6 +13,10 @@ class MySQLDialect(MySQLFamilyDialect):
     # the ranges MySQL cuts a session value to (its reference manual): seconds, max_execution_time in ms
     budget_ranges = {"innodb_lock_wait_timeout": (1, 1_073_741_824), "lock_wait_timeout": (1, 31_536_000),
                      "max_execution_time": (0, 4_294_967_295)}
+    statement_limit = "max_execution_time"  # in ms
+    statement_limit_ms = 1.0
+    lock_views_in_performance_schema = True  # data_lock_waits, metadata_locks: no cache in front
+    first_poll_s = 0.001
 
 
 MYSQL = MySQLDialect()

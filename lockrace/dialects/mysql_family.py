@@ -68,6 +68,60 @@ class MySQLFamilyDialect(Dialect):
     tracks_metadata_locks = True
     qualified_table_names = True
     xa_owner_finishes = True
+    row_lock_setting = "innodb_lock_wait_timeout"
+    row_lock_whole_seconds = True
+    row_lock_budget_by_default = True  # innodb_lock_wait_timeout, 50 s unless configured
+    bench_defaults = (1500, 1000)
+    ddl_lock_setting = "lock_wait_timeout"
+    ddl_lock_example = "lock_wait_timeout=1"
+    ddl_lock_whole_seconds = True
+    online_ddl = "instant"  # ALTER TABLE ... ALGORITHM=INSTANT
+    identifier_quote = "`"
+    table_options = " ENGINE=InnoDB"
+    migration_presets = ("strong_migrations",)
+    default_policies = ("none", "lock_wait_timeout=1+retry", "strong_migrations")
+    ddl_no_budget_s = 31_536_000  # lock_wait_timeout's largest value (one year): "no budget"
+
+    # the setting that bounds one statement's run time, and how many ms one of its units is
+    statement_limit = ""
+    statement_limit_ms = 1.0
+    # where the server says who waits for a row lock:
+    #  - lock_views_cached: InnoDB's information_schema views (INNODB_LOCK_WAITS), a snapshot
+    #    InnoDB refreshes only once nobody has read it for 100 ms (trx0i_s.cc)
+    #  - lock_views_in_performance_schema: performance_schema.data_lock_waits and
+    #    metadata_locks, read afresh on every query (when performance_schema is ON)
+    lock_views_cached = False
+    lock_views_in_performance_schema = False
+    first_poll_s = 0.001  # how long after a send the monitor first looks for a wait
+
+    def limit_clause(self, seconds: float) -> str:
+        """``SET SESSION`` text that bounds each statement of a connection to ``seconds``."""
+        value = seconds * 1000.0 / self.statement_limit_ms
+        return f"{self.statement_limit} = {value:g}" if self.statement_limit_ms > 1 \
+            else f"{self.statement_limit} = {int(value)}"
+
+    def budgets_sql(self) -> str:
+        """The session's three wait budgets, in ``budget_names``' units (see ``budgets_from``)."""
+        return f"SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@{self.statement_limit}"
+
+    def budgets_from(self, row) -> tuple[Budget, ...]:
+        """The answer of ``budgets_sql`` as budgets in ms."""
+        ilwt, lwt, limit = row
+        return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
+                Budget(self.statement_limit, float(limit) * self.statement_limit_ms))
+
+    def set_sql(self, setting, ms, local=False):
+        return f"SET SESSION {setting} = {ms / 1000:g}"
+
+    def reset_sql(self, setting):
+        return f"SET SESSION {setting} = DEFAULT"
+
+    def ddl_budget_sql(self, ms, local=False):
+        seconds = self.ddl_no_budget_s if ms is None else int(ms // 1000)
+        return f"SET SESSION lock_wait_timeout = {seconds}"
+
+    def statement_limit_sql(self, seconds):
+        return f"SET SESSION {self.limit_clause(seconds)}"
 
     def classify(self, code, message, sql, connection_closed=False):
         if code is None or code == "":

@@ -55,6 +55,26 @@ class PostgresDialect(Dialect):
     monitor_sees_own_changes = False  # a transaction's own changes are seen only from its connection
     # lock_not_available, query_canceled, deadlock_detected: outside a transaction the session is idle again
     lock_error_codes = frozenset({"55P03", "57014", "40P01"})
+    row_lock_setting = "lock_timeout"
+    ddl_lock_setting = "lock_timeout"
+    ddl_lock_example = "lock_timeout=100ms"
+    online_ddl = "concurrently"  # CREATE/DROP INDEX CONCURRENTLY, REINDEX CONCURRENTLY
+    transactional_ddl = True
+    migration_presets = ("strong_migrations", "pgroll")
+    default_policies = ("none", "lock_timeout=100ms+retry", "strong_migrations", "pgroll")
+
+    def set_sql(self, setting, ms, local=False):
+        return f"SET {'LOCAL ' if local else ''}{setting} = '{ms:g}ms'"
+
+    def reset_sql(self, setting):
+        return f"RESET {setting}"
+
+    def ddl_budget_sql(self, ms, local=False):
+        value = "0" if ms is None else f"'{ms:g}ms'"
+        return f"SET {'LOCAL ' if local else ''}lock_timeout = {value}"
+
+    def statement_limit_sql(self, seconds):
+        return f"SET statement_timeout = '{seconds:g}s'"
 
     def classify(self, code, message, sql, connection_closed=False):
         return classify_postgres(str(code) if code else None, message, sql, connection_closed)

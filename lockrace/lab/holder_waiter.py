@@ -20,6 +20,7 @@ from typing import Callable
 from ..backends.base import Backend
 from ..core.events import Budget, StatementResult
 from ..core.outcome import Outcome
+from ..dialects import family_dialect
 from ..engine.race import Race
 from .modes import HOLD_SQL, TABLE, LabConfig, LabError, Mode
 from .stats import Summary, summarize
@@ -84,7 +85,7 @@ Progress = Callable[[Mode, "Sample | None", int, int], None]
 
 def setup_sql(engine: str) -> list[str]:
     kind = "INT PRIMARY KEY, note VARCHAR(20)"
-    tail = " ENGINE=InnoDB" if engine == "mysql" else ""
+    tail = family_dialect(engine).table_options
     return [
         f"DROP TABLE IF EXISTS {TABLE}",
         f"CREATE TABLE {TABLE} (id {kind}){tail}",

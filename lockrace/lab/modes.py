@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..dialects import dialect_for
+
 TABLE = "lab_rows"
 HOLD_SQL = f"SELECT id FROM {TABLE} WHERE id = 1 FOR UPDATE"
 
 ALL_MODES = ("default", "timeout", "wait", "nowait", "skip_locked")
-DEFAULTS = {"postgres": (500, 100), "mysql": (1500, 1000)}  # hold_ms, budget_ms
 HOLD_MARGIN_MS = 50  # the hold must exceed the bounded wait by at least this much
 
 
@@ -53,9 +54,8 @@ class LabConfig:
 
 
 def default_modes(flavor: str) -> tuple[str, ...]:
-    if flavor == "mariadb":
-        return ("default", "timeout", "wait", "nowait", "skip_locked")
-    return ("default", "timeout", "nowait", "skip_locked")
+    wait = ("wait",) if dialect_for(flavor).statement_wait_n else ()
+    return ("default", "timeout", *wait, "nowait", "skip_locked")
 
 
 def parse_modes(text: str | None, flavor: str) -> tuple[str, ...]:
@@ -65,7 +65,7 @@ def parse_modes(text: str | None, flavor: str) -> tuple[str, ...]:
     unknown = [m for m in modes if m not in ALL_MODES]
     if unknown or not modes:
         raise LabError(f"unknown mode {', '.join(unknown) or '(none)'}; choose from {','.join(ALL_MODES)}")
-    if "wait" in modes and flavor != "mariadb":
+    if "wait" in modes and not dialect_for(flavor).statement_wait_n:
         raise LabError("mode 'wait' (SELECT ... FOR UPDATE WAIT n) exists only on MariaDB")
     return tuple(dict.fromkeys(modes))
 
@@ -73,7 +73,8 @@ def parse_modes(text: str | None, flavor: str) -> tuple[str, ...]:
 def make_config(engine: str, flavor: str, runs: int, hold_ms: int | None, budget_ms: int | None,
                 modes: str | None, warmup: int = 3) -> LabConfig:
     """Check the arguments and build the plan; LabError says what is wrong."""
-    default_hold, default_budget = DEFAULTS["postgres" if engine == "postgres" else "mysql"]
+    dialect = dialect_for(flavor)
+    default_hold, default_budget = dialect.bench_defaults
     hold = default_hold if hold_ms is None else hold_ms
     budget = default_budget if budget_ms is None else budget_ms
     if runs < 1:
@@ -84,11 +85,12 @@ def make_config(engine: str, flavor: str, runs: int, hold_ms: int | None, budget
     if any(m in ("timeout", "wait") for m in chosen):
         if budget <= 0:
             raise LabError("--budget-ms must be positive (0 means no limit at all)")
-        if engine == "mysql" and "timeout" in chosen and budget % 1000:
+        if dialect.row_lock_whole_seconds and "timeout" in chosen and budget % 1000:
             raise LabError(
-                f"innodb_lock_wait_timeout takes whole seconds (the server rejects {budget / 1000:g} with error 1232):"
+                f"{dialect.row_lock_setting} takes whole seconds (the server rejects {budget / 1000:g} with error 1232):"
                 f" give --budget-ms as a multiple of 1000, e.g. --budget-ms 1000"
-                + (", or --modes default,wait,nowait to see what WAIT n does with a fraction" if flavor == "mariadb" else "")
+                + (", or --modes default,wait,nowait to see what WAIT n does with a fraction"
+                   if dialect.statement_wait_n else "")
             )
         if hold < budget + HOLD_MARGIN_MS:
             raise LabError(
@@ -103,14 +105,16 @@ def make_config(engine: str, flavor: str, runs: int, hold_ms: int | None, budget
 
 def build_mode(key: str, cfg: LabConfig) -> Mode:
     row1 = f"SELECT id FROM {TABLE} WHERE id = 1 FOR UPDATE"
+    dialect = dialect_for(cfg.flavor)
+    setting = dialect.row_lock_setting
     if key == "default":
         setup: tuple[str, ...] = ()
         reset: tuple[str, ...] = ()
-        if cfg.engine == "mysql":
+        if dialect.row_lock_budget_by_default:
             # the server's own default (50 s) is fine unless the hold is longer
             secs = max(50, math.ceil(cfg.hold_ms / 1000) + 10)
-            setup = (f"SET SESSION innodb_lock_wait_timeout = {secs}",)
-            reset = ("SET SESSION innodb_lock_wait_timeout = DEFAULT",)
+            setup = (dialect.set_sql(setting, secs * 1000),)
+            reset = (dialect.reset_sql(setting),)
         return Mode("default", "default FOR UPDATE", row1, session_setup=setup, session_reset=reset)
     if key == "nowait":
         return Mode("nowait", "FOR UPDATE NOWAIT", row1 + " NOWAIT", expect="error")
@@ -119,13 +123,13 @@ def build_mode(key: str, cfg: LabConfig) -> Mode:
                     f"SELECT id FROM {TABLE} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED", expect="claim")
     budget = cfg.budget_ms
     if key == "timeout":
-        if cfg.engine == "postgres":
-            return Mode("timeout", f"lock_timeout={budget}ms", row1,
-                        prepare=(f"SET LOCAL lock_timeout = '{budget}ms'",), expect="error", budget_ms=budget)
+        if dialect.transactional_settings:  # set for the waiter's transaction only
+            return Mode("timeout", f"{setting}={budget}ms", row1,
+                        prepare=(dialect.set_sql(setting, budget, local=True),), expect="error", budget_ms=budget)
         secs = budget // 1000
-        return Mode("timeout", f"innodb_lock_wait_timeout={secs}", row1,
-                    session_setup=(f"SET SESSION innodb_lock_wait_timeout = {secs}",),
-                    session_reset=("SET SESSION innodb_lock_wait_timeout = DEFAULT",),
+        return Mode("timeout", f"{setting}={secs}", row1,
+                    session_setup=(dialect.set_sql(setting, secs * 1000),),
+                    session_reset=(dialect.reset_sql(setting),),
                     expect="error", budget_ms=budget)
     if key == "wait":
         wait = f"{budget / 1000:g}"

@@ -25,6 +25,8 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..backends.base import Backend
+from ..dialects import family_dialect
+from ..registry import Family
 from ..engine.race import Race
 from ..servers.target import Target, pg_options
 from .holder_waiter import ERROR_OUTCOMES, setup_sql
@@ -113,12 +115,14 @@ def transport_of(conn: Any) -> str:
 
 
 def cases_for(engine: str) -> list[Case]:
+    """NOWAIT, and the shortest row-lock budget the server takes (100 ms; 1 s where it
+    takes whole seconds)."""
     row1 = f"SELECT id FROM {TABLE} WHERE id = 1 FOR UPDATE"
-    if engine == "postgres":
-        bounded = Case("bounded", "lock_timeout=100ms", row1, "SET lock_timeout = '100ms'", "RESET lock_timeout", 100.0)
-    else:
-        bounded = Case("bounded", "innodb_lock_wait_timeout=1", row1, "SET SESSION innodb_lock_wait_timeout = 1",
-                       "SET SESSION innodb_lock_wait_timeout = DEFAULT", 1000.0)
+    dialect = family_dialect(engine)
+    setting = dialect.row_lock_setting
+    ms = 1000.0 if dialect.row_lock_whole_seconds else 100.0
+    label = f"{setting}={ms / 1000:g}" if dialect.row_lock_whole_seconds else f"{setting}={ms:g}ms"
+    bounded = Case("bounded", label, row1, dialect.set_sql(setting, ms), dialect.reset_sql(setting), ms)
     return [Case("nowait", "FOR UPDATE NOWAIT", row1 + " NOWAIT"), bounded]
 
 
@@ -126,30 +130,16 @@ class RawWaiter:
     """A bare driver connection, timed around cursor.execute."""
 
     def __init__(self, backend: Backend, target: Target):
-        self.engine = backend.family
         self.target = target
         self.conn: Any = None  # a psycopg or a PyMySQL connection (DB-API: cursor, close)
+        self._driver, self._connect = _RAW_DRIVERS[backend.family]
 
     @property
     def driver(self) -> str:
-        if self.engine == "postgres":
-            import psycopg
-
-            return f"psycopg {psycopg.__version__} (sync connection)"
-        import pymysql
-
-        return f"PyMySQL {pymysql.__version__}"
+        return self._driver()
 
     def connect(self) -> None:
-        if self.engine == "postgres":
-            import psycopg
-
-            self.conn = psycopg.connect(self.target.conninfo, autocommit=True,
-                                        options=pg_options(self.target.conninfo, f"-c search_path={self.target.sandbox}"))
-        else:
-            import pymysql
-
-            self.conn = pymysql.connect(**self.target.mysql_kwargs, database=self.target.sandbox, autocommit=True)
+        self.conn = self._connect(self.target)
 
     def execute(self, sql: str) -> tuple[float, bool]:
         """(ms around the driver call, whether the server answered with an error)"""
@@ -213,6 +203,40 @@ class AsyncRawWaiter:
                 await self.conn.close()
 
 
+def _psycopg() -> str:
+    import psycopg
+
+    return f"psycopg {psycopg.__version__} (sync connection)"
+
+
+def _psycopg_connect(target: Target) -> Any:
+    import psycopg
+
+    return psycopg.connect(target.conninfo, autocommit=True,
+                           options=pg_options(target.conninfo, f"-c search_path={target.sandbox}"))
+
+
+def _pymysql() -> str:
+    import pymysql
+
+    return f"PyMySQL {pymysql.__version__}"
+
+
+def _pymysql_connect(target: Target) -> Any:
+    import pymysql
+
+    return pymysql.connect(**target.mysql_kwargs, database=target.sandbox, autocommit=True)
+
+
+# each family's bare driver: (its name and version, a connection in the sandbox)
+_RAW_DRIVERS: dict[str, tuple[Callable[[], str], Callable[[Target], Any]]] = {
+    Family.POSTGRES: (_psycopg, _psycopg_connect),
+    Family.MYSQL: (_pymysql, _pymysql_connect),
+}
+# the bare async driver, where the family has one (PyMySQL has none)
+_ASYNC_RAW: dict[str, type[AsyncRawWaiter]] = {Family.POSTGRES: AsyncRawWaiter}
+
+
 def _is_lock_error(exc: Exception) -> bool:
     args = getattr(exc, "args", ())
     if args and isinstance(args[0], int):  # PyMySQL: (errno, message)
@@ -233,7 +257,8 @@ class OverheadBench:
         raw = RawWaiter(backend, self.target)
         result = OverheadResult(backend.family, backend.flavor, backend.server_name, backend.version,
                                 self.runs, self.warmup, raw.driver)
-        araw = AsyncRawWaiter(self.target) if backend.family == "postgres" else None
+        async_raw = _ASYNC_RAW.get(backend.family)
+        araw = async_raw(self.target) if async_raw is not None else None
         race = await Race(backend, ["H", "W"]).open()
         try:
             await asyncio.to_thread(raw.connect)

@@ -22,6 +22,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
+from ..dialects import family_dialect
 from ..registry import SINGLE_ENGINES
 from ..runtime.options import ServerChoice
 from ..exitguard import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, ExitGuard
@@ -137,7 +138,7 @@ def prepare(args: RehearseOptions) -> Prepared:
         policies = parse_policies(args.policies, engine)
     else:
         policies = default_policies(engine)
-        variant = "concurrently" if engine == "postgres" else "instant"
+        variant = family_dialect(engine).online_ddl
         if variant_of(migration, variant, engine) is not None:
             policies.append(parse_policies(variant, engine)[0])
     for p in policies:

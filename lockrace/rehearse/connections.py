@@ -22,6 +22,8 @@ import struct
 import threading
 from dataclasses import dataclass
 
+from ..registry import Family
+
 LOCK_TIMEOUT_CODES = {"55P03", "1205"}  # PostgreSQL lock_not_available; MySQL ER_LOCK_WAIT_TIMEOUT
 
 
@@ -173,33 +175,60 @@ def _error(p: bytes) -> Failure:
 
 def connect(backend, app: str):
     """A plain connection of ``backend``'s engine in its sandbox (blocking: call it in a thread)."""
-    return PgConn(backend, app) if backend.family == "postgres" else MyConn(backend, app)
+    return _CONNECTIONS[backend.family](backend, app)
 
 
 class Control:
-    """The connection that ends the rehearsal's other connections on the server."""
+    """The connection that ends the rehearsal's other connections on the server
+    (``Control.of(backend)`` opens the one of its family)."""
 
-    def __init__(self, backend):
-        self.engine = backend.family
+    def __init__(self, conn):
+        self.conn = conn
         self._lock = threading.Lock()  # stop() may come from two threads at once; a driver connection is not shared
-        if self.engine == "postgres":
-            self.conn = backend.connect_blocking("rehearse-control", search_path=False)
-        else:
-            self.conn = backend.connect_blocking(None, role="admin")
+
+    @staticmethod
+    def of(backend) -> "Control":
+        return _CONTROLS[backend.family].open(backend)
 
     def end(self, idents: list[int]) -> None:
         """End these backends / connection threads (their statements come back at once)."""
         if not idents:
             return
         with self._lock, contextlib.suppress(Exception):
-            if self.engine == "postgres":
-                self.conn.execute("SELECT pg_terminate_backend(p) FROM unnest(%s::int[]) AS p", [idents])
-            else:
-                cur = self.conn.cursor()
-                for ident in idents:
-                    with contextlib.suppress(Exception):
-                        cur.execute(f"KILL {int(ident)}")
+            self._end(idents)
+
+    @classmethod
+    def open(cls, backend) -> "Control":
+        raise NotImplementedError
+
+    def _end(self, idents: list[int]) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         with self._lock, contextlib.suppress(Exception):
             self.conn.close()
+
+
+class _PgControl(Control):
+    @classmethod
+    def open(cls, backend) -> Control:
+        return cls(backend.connect_blocking("rehearse-control", search_path=False))
+
+    def _end(self, idents: list[int]) -> None:
+        self.conn.execute("SELECT pg_terminate_backend(p) FROM unnest(%s::int[]) AS p", [idents])
+
+
+class _MyControl(Control):
+    @classmethod
+    def open(cls, backend) -> Control:
+        return cls(backend.connect_blocking(None, role="admin"))
+
+    def _end(self, idents: list[int]) -> None:
+        cur = self.conn.cursor()
+        for ident in idents:
+            with contextlib.suppress(Exception):
+                cur.execute(f"KILL {int(ident)}")
+
+
+_CONNECTIONS = {Family.POSTGRES: PgConn, Family.MYSQL: MyConn}
+_CONTROLS: dict[str, type[Control]] = {Family.POSTGRES: _PgControl, Family.MYSQL: _MyControl}

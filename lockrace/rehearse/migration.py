@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
+from ..dialects import family_dialect
 from .connections import Failure
 from .policies import Policy
 from .sqlfile import Statement, transaction_safe
@@ -54,7 +55,7 @@ class MigrationResult:
 
 def units(stmts: list[Statement], engine: str) -> list[tuple[list[Statement], bool]]:
     """The migration cut into what one attempt runs: (statements, in one transaction)."""
-    if engine == "postgres" and transaction_safe(stmts):
+    if family_dialect(engine).transactional_ddl and transaction_safe(stmts):
         return [(stmts, True)]
     return [([s], False) for s in stmts]
 

@@ -23,10 +23,11 @@ import random
 import re
 from dataclasses import dataclass
 
+from ..dialects import family_dialect
+
 DEFAULT_ATTEMPTS = 10
 BASE_DELAY_MS = 100.0
 MAX_DELAY_MS = 5000.0
-NO_BUDGET_MYSQL_S = 31536000  # lock_wait_timeout's largest value (one year): "no budget"
 
 
 class PolicyError(ValueError):
@@ -72,15 +73,11 @@ class Policy:
 
     def budget_sql(self, engine: str, local: bool = False) -> str:
         """The statement that sets this policy's lock budget on the migration's connection."""
-        if engine == "postgres":
-            value = "0" if self.budget_ms is None else f"'{self.budget_ms:g}ms'"
-            return f"SET {'LOCAL ' if local else ''}lock_timeout = {value}"
-        seconds = NO_BUDGET_MYSQL_S if self.budget_ms is None else int(self.budget_ms // 1000)
-        return f"SET SESSION lock_wait_timeout = {seconds}"
+        return family_dialect(engine).ddl_budget_sql(self.budget_ms, local)
 
     def describe(self, engine: str) -> str:
         """In words, for the verdict: 'with lock_timeout 100 ms and up to 10 attempts'."""
-        setting = "lock_timeout" if engine == "postgres" else "lock_wait_timeout"
+        setting = family_dialect(engine).ddl_lock_setting
         variant = {"concurrently": "CONCURRENTLY", "instant": "ALGORITHM=INSTANT"}.get(self.variant or "", "")
         if self.preset == "strong_migrations":
             core = (f"with strong_migrations' defaults ({setting} {_dur(self.budget_ms)}, "
@@ -119,8 +116,9 @@ PRESETS: dict[str, Policy] = {
     "pgroll": Policy("pgroll", budget_ms=500.0, attempts=None,
                      backoff=Backoff("full-jitter", 1000.0, 60_000.0), preset="pgroll"),
 }
-PG_ONLY = ("pgroll", "concurrently")
-MYSQL_ONLY = ("instant",)
+# what a policy word names that only one family has, in the words of the refusal
+VARIANTS = {"concurrently": "concurrently is PostgreSQL's", "instant": "instant is MySQL/MariaDB's ALGORITHM=INSTANT"}
+PRESET_HOMES = {"pgroll": "PostgreSQL", "strong_migrations": ""}  # "": every family
 
 
 def _dur(ms: float | None) -> str:
@@ -138,19 +136,20 @@ def _budget(part: str, engine: str) -> float:
     key, _, value = part.partition("=")
     key = key.strip().lower()
     value = value.strip().lower()
-    if engine == "postgres" and key == "lock_wait_timeout":
-        raise PolicyError(f"{part}: PostgreSQL's lock budget is lock_timeout (for example lock_timeout=100ms)")
-    if engine == "mysql" and key == "lock_timeout":
-        raise PolicyError(f"{part}: MySQL/MariaDB's metadata-lock budget is lock_wait_timeout, in whole seconds "
-                          "(for example lock_wait_timeout=1)")
+    dialect = family_dialect(engine)
+    setting, example = dialect.ddl_lock_setting, dialect.ddl_lock_example
+    if key != setting:
+        kind = "metadata-lock budget" if dialect.tracks_metadata_locks else "lock budget"
+        seconds = ", in whole seconds" if dialect.ddl_lock_whole_seconds else ""
+        raise PolicyError(f"{part}: {dialect.label}'s {kind} is {setting}{seconds} (for example {example})")
     m = _DURATION.match(value)
     if not m:
         raise PolicyError(f"{part}: not a duration (write it like 100ms or 2s)")
     number, unit = float(m.group(1)), m.group(2)
-    if engine == "mysql":
+    if dialect.ddl_lock_whole_seconds:
         if unit == "ms" or (unit is None and not number.is_integer()) or (unit == "s" and not number.is_integer()):
-            raise PolicyError(f"{part}: lock_wait_timeout takes whole seconds on MySQL/MariaDB (for example "
-                              "lock_wait_timeout=1)")
+            raise PolicyError(f"{part}: {setting} takes whole seconds on {dialect.label} (for example "
+                              f"{example})")
         ms = number * (60_000 if unit == "min" else 1000)
     else:
         ms = number * {"ms": 1, "s": 1000, "min": 60_000}.get(unit or "ms", 1)
@@ -165,6 +164,7 @@ def parse_policy(text: str, engine: str) -> Policy:
     if not name:
         raise PolicyError("an empty policy in --policies")
     parts = [p.strip() for p in name.split("+")]
+    dialect = family_dialect(engine)
     budget: float | None = None
     attempts: int | None = 1
     variant: str | None = None
@@ -172,16 +172,14 @@ def parse_policy(text: str, engine: str) -> Policy:
     for part in parts:
         low = part.lower()
         if low in PRESETS:
-            if engine != "postgres" and low in PG_ONLY:
-                raise PolicyError(f"{part} runs on PostgreSQL only")
+            if low not in dialect.migration_presets:
+                raise PolicyError(f"{part} runs on {PRESET_HOMES[low]} only")
             preset = PRESETS[low]
         elif low == "none":
             continue
-        elif low in ("concurrently", "instant"):
-            if engine != "postgres" and low in PG_ONLY:
-                raise PolicyError("concurrently is PostgreSQL's (on MySQL/MariaDB try instant)")
-            if engine == "postgres" and low in MYSQL_ONLY:
-                raise PolicyError("instant is MySQL/MariaDB's ALGORITHM=INSTANT (on PostgreSQL try concurrently)")
+        elif low in VARIANTS:
+            if low != dialect.online_ddl:
+                raise PolicyError(f"{VARIANTS[low]} (on {dialect.label} try {dialect.online_ddl})")
             variant = low
         elif low.startswith(("lock_timeout=", "lock_wait_timeout=")):
             budget = _budget(part, engine)
@@ -221,8 +219,4 @@ def parse_policies(text: str, engine: str) -> list[Policy]:
 def default_policies(engine: str) -> list[Policy]:
     """What a rehearsal compares when --policies is not given (variants are added by
     the caller where the migration allows them)."""
-    if engine == "postgres":
-        names = ["none", "lock_timeout=100ms+retry", "strong_migrations", "pgroll"]
-    else:
-        names = ["none", "lock_wait_timeout=1+retry", "strong_migrations"]
-    return [parse_policy(n, engine) for n in names]
+    return [parse_policy(n, engine) for n in family_dialect(engine).default_policies]

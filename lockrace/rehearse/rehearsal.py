@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
+from ..dialects import family_dialect
 from .connections import Control, Failure, connect
 from .migration import MigrationResult, MigrationRunner
 from .policies import Policy
@@ -131,7 +132,7 @@ class Rehearsal:
 
     def _run(self) -> PolicyResult:
         p = self.plan
-        self.control = Control(self.backend)
+        self.control = Control.of(self.backend)
         clients = [self._open(f"rehearse-b{i + 1}") for i in range(p.clients)]
         holder_conn = self._open("rehearse-long") if p.hold_ms > 0 else None
         mig_conn = self._open("rehearse-migration")
@@ -146,7 +147,7 @@ class Rehearsal:
         if self.stop_event.wait(LEAD_S):
             raise InterruptedError
         if holder_conn is not None:
-            quote = '"' if p.engine == "postgres" else "`"
+            quote = family_dialect(p.engine).identifier_quote
             self.holder = LongTransaction(holder_conn, p.table, p.hold_ms, self.origin_ns, self.stop_event, quote)
             self.holder.start()
             self.holder.holding.wait(30)
@@ -245,8 +246,7 @@ def run_alone(backend, stmts: list[Statement], engine: str) -> tuple[float, Fail
     conn = connect(backend, "rehearse-check")
     try:
         # bounded: nothing else is on the sandbox, so only the statement's own work counts
-        if engine == "postgres":
-            conn.run("SET statement_timeout = '120s'")
+        conn.run(backend.dialect.statement_limit_sql(120))
         plain = Policy("none")
         t0 = perf_counter_ns()
         for unit, in_txn in units(stmts, engine):

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..dialects import family_dialect
 from ..core.sqltext import NAME, OP, WORD, Token, try_statements
 
 DEFAULT_KEYS = 10_000
@@ -57,7 +58,8 @@ class Statement:
 
 
 def dialect(engine: str) -> str:
-    return "postgres" if engine == "postgres" else "mysql"
+    """The SQL lexer (core/sqltext) of ``engine``'s family."""
+    return family_dialect(engine).lexer
 
 
 def read_text(path: str, what: str) -> str:

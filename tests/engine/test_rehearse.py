@@ -236,7 +236,7 @@ async def test_mariadb_answers_are_read_to_their_end(mysql_backend):
                     conn.run("SELECT 1; SELEC 2; SELECT 3"),
                     conn.run("SELECT REPEAT('x', 1000), id FROM accounts"),
                     conn.run("SELECT balance FROM accounts WHERE id = 1")]
-            control = Control(mysql_backend)
+            control = Control.of(mysql_backend)
             try:
                 control.end([conn.ident])
             finally:

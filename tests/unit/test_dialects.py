@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from lockrace.core.events import Budget
-from lockrace.dialects import DIALECTS, MARIADB, MYSQL, NOWAIT, POSTGRES, Dialect, dialect_for
+from lockrace.dialects import (DIALECTS, MARIADB, MYSQL, MYSQL_FAMILY, NOWAIT, POSTGRES, Dialect, dialect_for,
+                               family_dialect, mysql_dialect_of)
 
 ROW = "SELECT id FROM accounts WHERE id = 1 FOR UPDATE"
 
@@ -174,3 +175,54 @@ def test_lock_view_sql_by_server_version():
     assert not new.startswith("--")  # the comment lines that document it are left out
     assert "INNODB_LOCK_WAITS" in MARIADB.lock_view("innodb_lock_waits").upper()
     assert "DATA_LOCK_WAITS" in MYSQL.lock_view("data_lock_waits").upper()
+
+
+# ------------------------------------------------------------ what lockrace sets, and where it looks
+
+def test_flavor_from_the_servers_version_and_dialect_by_engine():
+    assert mysql_dialect_of("10.11.19-MariaDB-0+deb12u1") is MARIADB
+    assert mysql_dialect_of("11.4.5-MariaDB-log") is MARIADB
+    assert mysql_dialect_of("9.7.4") is MYSQL
+    assert mysql_dialect_of("8.4.10-commercial") is MYSQL
+    assert family_dialect("postgres") is POSTGRES is family_dialect("postgres-standby")
+    assert family_dialect("mysql") is MYSQL_FAMILY is family_dialect("galera")
+    assert MYSQL_FAMILY.label == "MySQL/MariaDB" and MYSQL_FAMILY.family == "mysql"
+    with pytest.raises(ValueError):
+        family_dialect("oracle")
+
+
+def test_settings_lockrace_sets():
+    assert POSTGRES.set_sql("lock_timeout", 100) == "SET lock_timeout = '100ms'"
+    assert POSTGRES.set_sql("lock_timeout", 100, local=True) == "SET LOCAL lock_timeout = '100ms'"
+    assert POSTGRES.reset_sql("lock_timeout") == "RESET lock_timeout"
+    assert MARIADB.set_sql("innodb_lock_wait_timeout", 2000) == "SET SESSION innodb_lock_wait_timeout = 2"
+    assert MYSQL.reset_sql("innodb_lock_wait_timeout") == "SET SESSION innodb_lock_wait_timeout = DEFAULT"
+    assert POSTGRES.ddl_budget_sql(None) == "SET lock_timeout = 0"
+    assert POSTGRES.ddl_budget_sql(250, local=True) == "SET LOCAL lock_timeout = '250ms'"
+    assert MYSQL_FAMILY.ddl_budget_sql(2000) == "SET SESSION lock_wait_timeout = 2"
+    assert MYSQL_FAMILY.ddl_budget_sql(None) == "SET SESSION lock_wait_timeout = 31536000"  # its ceiling
+    # the bound on a connection's statements: seconds (fractions too) on MariaDB, ms on MySQL
+    assert MARIADB.limit_clause(0.5) == "max_statement_time = 0.5"
+    assert MYSQL.limit_clause(5) == "max_execution_time = 5000"
+    assert POSTGRES.statement_limit_sql(120) == "SET statement_timeout = '120s'"
+    assert MARIADB.statement_limit_sql(120) == "SET SESSION max_statement_time = 120"
+    assert MYSQL.statement_limit_sql(120) == "SET SESSION max_execution_time = 120000"
+
+
+def test_session_budgets_read_in_each_flavors_units():
+    assert MYSQL.budgets_sql().endswith("@@max_execution_time")
+    assert [(b.name, b.ms) for b in MYSQL.budgets_from((50, 31536000, 1500))] == [
+        ("innodb_lock_wait_timeout", 50_000.0), ("lock_wait_timeout", 31_536_000_000.0), ("max_execution_time", 1500.0)]
+    assert MARIADB.budgets_sql().endswith("@@max_statement_time")
+    assert MARIADB.budgets_from(("50", "86400", "0.25"))[2] == Budget("max_statement_time", 250.0)
+
+
+def test_where_lock_waits_are_read_and_what_bench_and_rehearse_may_ask():
+    assert MARIADB.lock_views_cached and not MARIADB.lock_views_in_performance_schema
+    assert MYSQL.lock_views_in_performance_schema and not MYSQL.lock_views_cached
+    assert MARIADB.first_poll_s > MYSQL.first_poll_s  # MariaDB: not before the wait can show
+    assert MARIADB.statement_wait_n and not MYSQL.statement_wait_n and not POSTGRES.statement_wait_n
+    assert (POSTGRES.online_ddl, MYSQL_FAMILY.online_ddl) == ("concurrently", "instant")
+    assert POSTGRES.transactional_ddl and not MYSQL_FAMILY.transactional_ddl
+    assert "pgroll" in POSTGRES.migration_presets and "pgroll" not in MYSQL_FAMILY.migration_presets
+    assert (POSTGRES.identifier_quote, MYSQL.identifier_quote) == ('"', "`")
