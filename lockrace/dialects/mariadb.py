@@ -21,6 +21,7 @@ class MariaDBDialect(MySQLFamilyDialect):
     # without a read, would hide the wait for 100 ms
     first_poll_s = 0.005
     nowait_bounds_table_locks = True
+    processlist_ms = "TIME_MS"  # MariaDB's PROCESSLIST has it to the microsecond
     statement_wait_n = True  # WAIT n, in seconds (it keeps only the whole seconds)  # NOWAIT / WAIT 0 set lock_wait_timeout 0 for the statement
 
 

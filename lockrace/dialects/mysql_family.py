@@ -93,6 +93,7 @@ class MySQLFamilyDialect(Dialect):
     lock_views_cached = False
     lock_views_in_performance_schema = False
     first_poll_s = 0.001  # how long after a send the monitor first looks for a wait
+    processlist_ms = "TIME * 1000"  # how long a thread has been in its state, in ms (PROCESSLIST)
 
     def limit_clause(self, seconds: float) -> str:
         """``SET SESSION`` text that bounds each statement of a connection to ``seconds``."""

@@ -16,6 +16,8 @@ import re
 import pymysql
 
 from .model import Client, Snapshot, Wait
+from ..dialects import mysql_dialect_of
+from ..dialects.mysql_family import MySQLFamilyDialect
 from ..core import lockwords as words
 
 STATEMENT_TIMEOUT_S = 2
@@ -23,40 +25,6 @@ STATEMENT_TIMEOUT_S = 2
 _MDL_STATE = re.compile(r"Waiting for .*(metadata|backup|global read) lock", re.IGNORECASE)
 _DDL = re.compile(r"^\s*(ALTER|DROP|TRUNCATE|RENAME|OPTIMIZE|CREATE\s+(UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX|LOCK\s+TABLES?)\b",
                   re.IGNORECASE)
-
-_MARIADB_ROW_WAITS = """
-SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, rl.lock_mode, rl.lock_type, rl.lock_table, rl.lock_index,
-       rl.lock_data, b.trx_requested_lock_id = w.blocking_lock_id, bl.lock_mode
-FROM information_schema.INNODB_LOCK_WAITS w
-JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id
-JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
-LEFT JOIN information_schema.INNODB_LOCKS rl ON rl.lock_id = w.requested_lock_id
-LEFT JOIN information_schema.INNODB_LOCKS bl ON bl.lock_id = w.blocking_lock_id
-"""
-
-# MySQL 8+: the blocker by its engine transaction (INNODB_TRX), as data_lock_waits names it
-_MYSQL_ROW_WAITS = """
-SELECT rt.trx_mysql_thread_id, bt.trx_mysql_thread_id, l.LOCK_MODE, l.LOCK_TYPE,
-       CONCAT('`', l.OBJECT_SCHEMA, '`.`', l.OBJECT_NAME, '`'), l.INDEX_NAME, l.LOCK_DATA,
-       bl.LOCK_STATUS = 'WAITING', bl.LOCK_MODE
-FROM performance_schema.data_lock_waits w
-JOIN information_schema.INNODB_TRX rt ON rt.trx_id = w.REQUESTING_ENGINE_TRANSACTION_ID
-JOIN information_schema.INNODB_TRX bt ON bt.trx_id = w.BLOCKING_ENGINE_TRANSACTION_ID
-LEFT JOIN performance_schema.data_locks l ON l.ENGINE_LOCK_ID = w.REQUESTING_ENGINE_LOCK_ID
-LEFT JOIN performance_schema.data_locks bl ON bl.ENGINE_LOCK_ID = w.BLOCKING_ENGINE_LOCK_ID
-"""
-
-# MySQL 8+: each pending metadata lock and every other thread's lock on the same object
-_MYSQL_MDL = """
-SELECT pt.PROCESSLIST_ID, p.OBJECT_TYPE, p.OBJECT_SCHEMA, p.OBJECT_NAME, p.LOCK_TYPE,
-       gt.PROCESSLIST_ID, g.LOCK_TYPE, g.LOCK_STATUS
-FROM performance_schema.metadata_locks p
-JOIN performance_schema.threads pt ON pt.THREAD_ID = p.OWNER_THREAD_ID
-JOIN performance_schema.metadata_locks g ON g.OBJECT_TYPE = p.OBJECT_TYPE AND g.OBJECT_SCHEMA <=> p.OBJECT_SCHEMA
-     AND g.OBJECT_NAME <=> p.OBJECT_NAME AND g.OWNER_THREAD_ID <> p.OWNER_THREAD_ID
-JOIN performance_schema.threads gt ON gt.THREAD_ID = g.OWNER_THREAD_ID
-WHERE p.LOCK_STATUS = 'PENDING' AND gt.PROCESSLIST_ID IS NOT NULL
-"""
 
 # MySQL's metadata-lock compatibility (sql/mdl.cc): for a requested type, the granted types
 # it must wait for, and the pending (queued) types it must wait behind
@@ -85,16 +53,20 @@ _PENDING_CONFLICTS = {
 }
 
 
+def open_for(source) -> pymysql.connections.Connection:
+    """The reading connection to a ``Source`` (locks/sources.py) of MariaDB or MySQL."""
+    return connect(source.mysql_kwargs or {})
+
+
 def connect(kwargs: dict) -> pymysql.connections.Connection:
     """A read-only connection whose every statement is bounded."""
     conn = pymysql.connect(**kwargs, autocommit=True, connect_timeout=5, read_timeout=STATEMENT_TIMEOUT_S + 5,
                            charset="utf8mb4")
     cur = conn.cursor()
     cur.execute("SELECT VERSION()")
-    version = str(cur.fetchone()[0])
-    limit = (f"max_statement_time = {STATEMENT_TIMEOUT_S}" if "mariadb" in version.lower()
-             else f"max_execution_time = {STATEMENT_TIMEOUT_S * 1000}")
-    cur.execute(f"SET SESSION {limit}, lock_wait_timeout = 1, innodb_lock_wait_timeout = 1")
+    dialect = mysql_dialect_of(str(cur.fetchone()[0]))
+    cur.execute(f"SET SESSION {dialect.limit_clause(STATEMENT_TIMEOUT_S)}, lock_wait_timeout = 1,"
+                " innodb_lock_wait_timeout = 1")
     cur.execute("SET SESSION TRANSACTION READ ONLY")
     return conn
 
@@ -103,8 +75,8 @@ def read(conn, where: str = "") -> Snapshot:
     cur = conn.cursor()
     cur.execute("SELECT VERSION(), CONNECTION_ID()")
     version, me = cur.fetchone()
-    mariadb = "mariadb" in str(version).lower()
-    snap = Snapshot(f"{'MariaDB' if mariadb else 'MySQL'} {str(version).split('-')[0]}", where)
+    dialect = mysql_dialect_of(str(version))
+    snap = Snapshot(f"{dialect.label} {str(version).split('-')[0]}", where)
     try:
         cur.execute("SELECT @@wsrep_on, @@wsrep_node_name")
         on, node = cur.fetchone()
@@ -114,8 +86,7 @@ def read(conn, where: str = "") -> Snapshot:
                               "read each node of the cluster")
     except pymysql.MySQLError:
         pass
-    time_col = "TIME_MS" if mariadb else "TIME * 1000"
-    cur.execute(f"SELECT ID, USER, HOST, COMMAND, {time_col}, STATE, LEFT(INFO, 300) FROM information_schema.PROCESSLIST"
+    cur.execute(f"SELECT ID, USER, HOST, COMMAND, {dialect.processlist_ms}, STATE, LEFT(INFO, 300) FROM information_schema.PROCESSLIST"
                 " WHERE ID <> CONNECTION_ID() ORDER BY ID")
     states: dict[int, tuple[str, str, float]] = {}
     for ident, user, host, command, ms, state, info in cur.fetchall():
@@ -126,8 +97,8 @@ def read(conn, where: str = "") -> Snapshot:
         c.system = str(user) in ("system user", "event_scheduler") or command in ("Daemon", "Binlog Dump")
         snap.clients.append(c)
         states[ident] = (str(state or ""), text, float(ms or 0))
-    _row_waits(cur, snap, mariadb, states)
-    _metadata_waits(cur, snap, mariadb, states)
+    _row_waits(cur, snap, dialect, states)
+    _metadata_waits(cur, snap, dialect, states)
     for c in snap.clients:
         if snap.waits_of(c.ident):
             c.waiting_ms = states[c.ident][2]
@@ -136,9 +107,10 @@ def read(conn, where: str = "") -> Snapshot:
     return snap
 
 
-def _row_waits(cur, snap: Snapshot, mariadb: bool, states) -> None:
+def _row_waits(cur, snap: Snapshot, dialect: MySQLFamilyDialect, states) -> None:
+    next_key = dialect.lock_views_in_performance_schema  # a bare X or S in data_locks: row and gap
     try:
-        cur.execute(_MARIADB_ROW_WAITS if mariadb else _MYSQL_ROW_WAITS)
+        cur.execute(dialect.lock_view("server_row_waits"))
         rows = cur.fetchall()
     except pymysql.MySQLError as exc:
         snap.notes.append(f"row-lock waits not readable: {exc.args[-1] if exc.args else exc}")
@@ -151,23 +123,23 @@ def _row_waits(cur, snap: Snapshot, mariadb: bool, states) -> None:
         if str(ltype or "").upper() == "RECORD":
             where = "the gap before the end of the index" if data == "supremum pseudo-record" else f"key {data}"
             lock = f"row {table} {index} {where}" if index else f"row {table} {where}"
-            text = (f"{lock}, held through {who}'s transaction: {words.innodb_mode(mode, not mariadb)} requested; "
+            text = (f"{lock}, held through {who}'s transaction: {words.innodb_mode(mode, next_key)} requested; "
                     + (how if queued else words.row_wait(who)))
             kind = "record"
         else:
             lock = f"table {table}"
-            text = f"{lock}: {words.innodb_mode(mode, not mariadb)} requested; {how}"
+            text = f"{lock}: {words.innodb_mode(mode, next_key)} requested; {how}"
             kind = "table"
         snap.waits.append(Wait(waiter, blocker, lock, str(mode or ""), states.get(waiter, ("", "", 0))[2],
                                bool(queued), str(held or ""), text, kind))
 
 
-def _metadata_waits(cur, snap: Snapshot, mariadb: bool, states) -> None:
+def _metadata_waits(cur, snap: Snapshot, dialect: MySQLFamilyDialect, states) -> None:
     waiting = {i: s for i, s in states.items() if _MDL_STATE.search(s[0]) and not snap.waits_of(i)}
     if not waiting:
         return
-    if not mariadb:
-        _mysql_metadata(cur, snap, waiting)
+    if dialect.lock_views_in_performance_schema:
+        _mysql_metadata(cur, snap, dialect, waiting)
         return
     holders: list[tuple[int, str, str]] = []  # thread, mode, table
     try:
@@ -215,9 +187,9 @@ def _metadata_waits(cur, snap: Snapshot, mariadb: bool, states) -> None:
                                    f"{lock}: requested ({state}); {who} holds it ({modes})", "metadata"))
 
 
-def _mysql_metadata(cur, snap: Snapshot, waiting) -> None:
+def _mysql_metadata(cur, snap: Snapshot, dialect: MySQLFamilyDialect, waiting) -> None:
     try:
-        cur.execute(_MYSQL_MDL)
+        cur.execute(dialect.lock_view("server_metadata_waits"))
         rows = cur.fetchall()
     except pymysql.MySQLError as exc:
         snap.notes.append(f"metadata locks not readable (performance_schema.metadata_locks): "

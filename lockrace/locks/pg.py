@@ -57,6 +57,11 @@ _REL = ("CASE WHEN {a}.relation IS NULL THEN NULL"
 _LOCKRACE_APP = re.compile(r"^lockrace (?:lockrace_\w+ )?([A-Z][A-Za-z0-9_]{0,7})$")
 
 
+def open_for(source) -> psycopg.Connection:
+    """The reading connection to a ``Source`` (locks/sources.py) of PostgreSQL."""
+    return connect(source.conninfo)
+
+
 def connect(conninfo: str) -> psycopg.Connection:
     """A read-only connection whose every statement is bounded."""
     from ..servers.target import pg_options

@@ -13,7 +13,7 @@ from ..servers.process import pid_alive
 
 # private server kinds (temp dir lockrace-KIND-*) per engine
 KINDS = {str(e): spec.dirs for e, spec in ENGINES.items()}
-_PG_KINDS = {kind for spec in ENGINES.values() if spec.family == Family.POSTGRES for kind in spec.dirs}
+_FAMILY_OF_KIND = {kind: spec.family for spec in ENGINES.values() for kind in spec.dirs}
 
 
 class NoServer(Exception):
@@ -29,22 +29,22 @@ class Source:
 
     @classmethod
     def from_target(cls, target) -> "Source":
-        """The server a race runs on (a ``Target``: private or DSN), for a lock view of it."""
-        if target.family == "postgres":
-            return cls("postgres", target.describe(), conninfo=target.conninfo)
-        return cls("mysql", target.describe(), mysql_kwargs=dict(target.mysql_kwargs))
+        """The server a race runs on (a ``Target``: private or DSN), for a lock view of it
+        (a target carries the conninfo or the connection arguments of its family)."""
+        return cls(str(target.family), target.describe(), conninfo=target.conninfo,
+                   mysql_kwargs=dict(target.mysql_kwargs))
+
+    def _reader(self):
+        """locks/pg.py or locks/mysql.py: the reader of this server's family."""
+        from . import mysql, pg
+
+        return {Family.POSTGRES: pg, Family.MYSQL: mysql}[Family(self.engine)]
 
     def connect(self):
-        from . import mysql, pg
-
-        if self.engine == "postgres":
-            return pg.connect(self.conninfo)
-        return mysql.connect(self.mysql_kwargs or {})
+        return self._reader().open_for(self)
 
     def read(self, conn):
-        from . import mysql, pg
-
-        return (pg if self.engine == "postgres" else mysql).read(conn, self.where)
+        return self._reader().read(conn, self.where)
 
 
 def private_servers(engines=None) -> list[Source]:
@@ -54,17 +54,31 @@ def private_servers(engines=None) -> list[Source]:
     for kind in kinds:
         for path in sorted(Path(tempfile.gettempdir()).glob(f"lockrace-{kind}-*")):
             try:
-                if kind in _PG_KINDS:
-                    if (path / ".s.PGSQL.5432").exists() and pid_alive(path / "data" / "postmaster.pid"):
-                        found.append(Source("postgres", f"lockrace's private {kind} server ({path})",
-                                            conninfo=f"host={path} port=5432 user=postgres dbname=postgres"))
-                elif (path / "mysqld.sock").exists() and pid_alive(path / "mysqld.pid"):
-                    found.append(Source("mysql", f"lockrace's private {kind} server ({path})",
-                                        mysql_kwargs={"unix_socket": str(path / "mysqld.sock"), "user": "root",
-                                                      "password": "", "ssl_disabled": True}))
+                source = _PRIVATE[_FAMILY_OF_KIND[kind]](kind, path)
             except OSError:
                 continue
+            if source is not None:
+                found.append(source)
     return found
+
+
+def _private_pg(kind: str, path: Path) -> Source | None:
+    if (path / ".s.PGSQL.5432").exists() and pid_alive(path / "data" / "postmaster.pid"):
+        return Source(Family.POSTGRES, f"lockrace's private {kind} server ({path})",
+                      conninfo=f"host={path} port=5432 user=postgres dbname=postgres")
+    return None
+
+
+def _private_mysql(kind: str, path: Path) -> Source | None:
+    if (path / "mysqld.sock").exists() and pid_alive(path / "mysqld.pid"):
+        return Source(Family.MYSQL, f"lockrace's private {kind} server ({path})",
+                      mysql_kwargs={"unix_socket": str(path / "mysqld.sock"), "user": "root", "password": "",
+                                    "ssl_disabled": True})
+    return None
+
+
+# a private server's temp dir as its family's servers lay it out: the Source, or None if not running
+_PRIVATE = {Family.POSTGRES: _private_pg, Family.MYSQL: _private_mysql}
 
 
 def sources(engine: str | None, pg: str | None, mysql_dsn: str | None, galera: str | None,

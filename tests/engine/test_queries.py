@@ -12,7 +12,7 @@ from lockrace.backends.queries import query
 from support.paths import REPO
 
 SQL = REPO / "lockrace" / "dialects" / "sql"
-CODE = REPO / "lockrace" / "backends"
+CODE = [REPO / "lockrace" / "backends", REPO / "lockrace" / "locks"]  # the monitors and the lock view
 FILES = sorted(SQL.rglob("*.sql"))
 
 
@@ -29,7 +29,7 @@ def test_every_query_file_is_documented_and_used(path: Path):
     name = re.sub(r"_post_\d+$", "", path.stem)  # a variant for servers from that version on
     used = any(re.search(rf'query\(\s*"{path.parent.name}",.*"{path.stem}"', p.read_text())
                or re.search(rf'\.lock_view\(\s*"{name}"', p.read_text())
-               for p in CODE.glob("*.py"))
+               for folder in CODE for p in folder.glob("*.py"))
     assert used, f"{path.relative_to(SQL)} is read by no backend"
 
 

@@ -1,5 +1,5 @@
 """The engine asks a dialect (lockrace/dialects) what differs between the servers: no
-module of lockrace/engine, core, backends, lab or rehearse compares anything with an
+module of lockrace/engine, core, backends, lab, rehearse or locks compares anything with an
 engine or flavor name (==, !=, in, not in; a tuple, list or set of names counts too, and so
 does a member of the registry's Engine, Family or Flavor)."""
 
@@ -13,7 +13,7 @@ from support.paths import REPO
 ROOT = REPO / "lockrace"
 NAMES = {"postgres", "mysql", "mariadb", "mysql8", "galera"}
 ENUMS = {"Engine", "Family", "Flavor"}  # lockrace/registry.py
-PACKAGES = ("engine", "core", "backends", "lab", "rehearse")
+PACKAGES = ("engine", "core", "backends", "lab", "rehearse", "locks")
 
 
 def _modules():
