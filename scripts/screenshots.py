@@ -3,15 +3,20 @@ save SVG screenshots in screenshots/.
 
     python scripts/screenshots.py            # every picture, at 160x48 and at 80x24
     python scripts/screenshots.py pg-nowait  # only those whose name contains this
+    python scripts/screenshots.py --mysqld "$(scripts/get-mysql)" mysql-  # the MySQL ones too
 
 Starts the embedded PostgreSQL 18, a private MariaDB and a private MariaDB
 Galera cluster as the pictures need them (or uses LOCKRACE_PG_DSN /
-LOCKRACE_MYSQL_DSN / LOCKRACE_GALERA_DSNS) and stops them at the end.
+LOCKRACE_MYSQL_DSN / LOCKRACE_GALERA_DSNS) and stops them at the end.  The
+pictures of MySQL itself (mysql-*) are made on a private MySQL started from the
+server binary given with --mysqld; without it they are left out, with a line
+that says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -150,7 +155,22 @@ async def lock_view_shot(targets, kind: str, filename: str) -> Path:
     return path
 
 
-async def main(only: str) -> int:
+def _start(engine: str, mysqld: str | None):
+    """The server for ``engine``; ``mysql8``: a private MySQL from ``mysqld``."""
+    if engine != "mysql8":
+        return target_for(engine, None)
+    before = os.environ.get("LOCKRACE_MYSQLD")
+    os.environ["LOCKRACE_MYSQLD"] = str(mysqld)
+    try:
+        return target_for("mysql", None)
+    finally:
+        if before is None:
+            os.environ.pop("LOCKRACE_MYSQLD", None)
+        else:
+            os.environ["LOCKRACE_MYSQLD"] = before
+
+
+async def main(only: str, mysqld: str | None = None) -> int:
     OUT.mkdir(exist_ok=True)
     servers: dict = {}
     made: list[Path] = []
@@ -167,6 +187,12 @@ async def main(only: str) -> int:
             ("mariadb-lock-wait-timeout", "mysql",
              lambda t: scenario_shot(t, "mysql-lock-wait-timeout", "mysql", outcome_in("B", "timed_out"),
                                      "mariadb-lock-wait-timeout.svg")),
+            ("mysql-nowait-refused", "mysql8",
+             lambda t: scenario_shot(t, "mysql-nowait", "mysql", outcome_in("B", "refused"),
+                                     "mysql-nowait-refused.svg")),
+            ("mysql-metadata-lock-queue", "mysql8",
+             lambda t: scenario_shot(t, "mysql-metadata-lock", "mysql", outcome_in("C", "ok"),
+                                     "mysql-metadata-lock-queue.svg")),
             ("free-form-b-blocked-by-a", "postgres",
              lambda t: free_form_shot(t, "postgres", "free-form-b-blocked-by-a.svg")),
             ("lock-view-waits", "postgres", lambda t: lock_view_shot(t, "waits", "lock-view-waits.svg")),
@@ -180,10 +206,13 @@ async def main(only: str) -> int:
                                      outcome_in("C", "certification_conflict"), "galera-certification-conflict.svg")),
         ]
         shots = [s for s in shots if only in s[0]]
+        if mysqld is None and any(engine == "mysql8" for _, engine, _ in shots):
+            print("the MySQL pictures need --mysqld PATH (a MySQL server binary): left out", flush=True)
+            shots = [s for s in shots if s[1] != "mysql8"]
         for name, engine, make in shots:
             if engine not in servers:
-                servers[engine] = await asyncio.to_thread(target_for, engine, None)
-            targets = {engine: servers[engine]}
+                servers[engine] = await asyncio.to_thread(_start, engine, mysqld)
+            targets = {"mysql" if engine == "mysql8" else engine: servers[engine]}
             global SIZE
             for size in SIZES[1:] + SIZES[:1]:  # the plain name last: each run writes it first
                 SIZE = size
@@ -202,4 +231,12 @@ async def main(only: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "")))
+    argv = sys.argv[1:]
+    given = None
+    if "--mysqld" in argv:
+        at = argv.index("--mysqld")
+        if at + 1 >= len(argv):
+            sys.exit("screenshots.py: --mysqld needs the path of a MySQL server binary")
+        given = argv[at + 1]
+        del argv[at:at + 2]
+    sys.exit(asyncio.run(main(argv[0] if argv else "", given)))
