@@ -31,10 +31,13 @@ __all__ = ["DIALECTS", "Dialect", "MARIADB", "MYSQL", "NOWAIT", "POSTGRES", "dia
 
 
 def dialect_for(flavor: str) -> Dialect:
-    """The dialect of lockrace's flavor name (postgres | mariadb | mysql8)."""
+    """The dialect of lockrace's flavor name (postgres | mariadb | mysql8; mysql: what
+    every MySQL-family server shares)."""
     try:
         return DIALECTS[flavor]
     except KeyError:
+        if flavor == Flavor.MYSQL:
+            return MYSQL_FAMILY
         raise ValueError(f"no dialect for flavor {flavor!r} (known: {', '.join(DIALECTS)})") from None
 
 

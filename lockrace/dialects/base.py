@@ -62,6 +62,9 @@ class Dialect:
     transactional_ddl = False  # a migration's statements can run in one transaction
     identifier_quote = '"'
     table_options = ""  # what a CREATE TABLE of lockrace's own ends with
+
+    # how the server's own command-line client prints an answer (psql, mysql)
+    empty_result = ""  # a result set without rows: "" prints its header and (0 rows)
     migration_presets: tuple[str, ...] = ()  # the migration tools whose defaults a policy may name
     default_policies: tuple[str, ...] = ()  # what a rehearsal compares unless told otherwise
 
@@ -102,6 +105,11 @@ class Dialect:
 
     def statement_limit_sql(self, seconds: float) -> str:
         """Bound every later statement of the session to ``seconds`` of run time."""
+        raise NotImplementedError
+
+    def error_text(self, code: str | None, message: str, severity: str | None = None,
+                   sqlstate: str | None = None) -> str:
+        """An error as the server's client prints it."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ prepared transactions

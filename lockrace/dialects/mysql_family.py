@@ -78,6 +78,7 @@ class MySQLFamilyDialect(Dialect):
     online_ddl = "instant"  # ALTER TABLE ... ALGORITHM=INSTANT
     identifier_quote = "`"
     table_options = " ENGINE=InnoDB"
+    empty_result = "Empty set"
     migration_presets = ("strong_migrations",)
     default_policies = ("none", "lock_wait_timeout=1+retry", "strong_migrations")
     ddl_no_budget_s = 31_536_000  # lock_wait_timeout's largest value (one year): "no budget"
@@ -110,6 +111,9 @@ class MySQLFamilyDialect(Dialect):
         ilwt, lwt, limit = row
         return (Budget("innodb_lock_wait_timeout", float(ilwt) * 1000), Budget("lock_wait_timeout", float(lwt) * 1000),
                 Budget(self.statement_limit, float(limit) * self.statement_limit_ms))
+
+    def error_text(self, code, message, severity=None, sqlstate=None):
+        return f"ERROR {code} ({sqlstate or 'HY000'}): {message}" if code else f"ERROR: {message}"
 
     def set_sql(self, setting, ms, local=False):
         return f"SET SESSION {setting} = {ms / 1000:g}"

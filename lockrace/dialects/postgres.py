@@ -63,6 +63,9 @@ class PostgresDialect(Dialect):
     migration_presets = ("strong_migrations", "pgroll")
     default_policies = ("none", "lock_timeout=100ms+retry", "strong_migrations", "pgroll")
 
+    def error_text(self, code, message, severity=None, sqlstate=None):
+        return f"{severity or 'ERROR'}: {code}: {message}" if code else f"ERROR: {message}"
+
     def set_sql(self, setting, ms, local=False):
         return f"SET {'LOCAL ' if local else ''}{setting} = '{ms:g}ms'"
 

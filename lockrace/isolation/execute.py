@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
+from ..registry import Family
 from ..scenario.model import Scenario
 from .runner import POLL_INTERVAL, SpecRunner
 
@@ -17,9 +18,7 @@ async def run_spec(spec: Scenario, backend, emit, step_timeout: float = 300.0, p
     False when the spec was aborted (as isolationtester exits).  ``more_coming``:
     how many specs will follow on this backend (PostgreSQL then prepares their
     databases in the background); call ``finish()`` when done."""
-    if backend.family == "postgres":
-        return await _run_pg(spec, backend, emit, step_timeout, poll, more_coming)
-    return await _run_mysql(spec, backend, emit, step_timeout, poll)
+    return await _RUNNERS[backend.family](spec, backend, emit, step_timeout, poll, more_coming)
 
 
 async def finish() -> None:
@@ -46,7 +45,8 @@ async def _run_pg(spec, backend, emit, step_timeout, poll, more_coming) -> bool:
         await place.release()
 
 
-async def _run_mysql(spec, backend, emit, step_timeout, poll) -> bool:
+async def _run_mysql(spec, backend, emit, step_timeout, poll, more_coming=0) -> bool:
+    # (each spec's sandbox is made as it comes: nothing to prepare ahead for ``more_coming``)
     from .mysql import MyControl, MySession, connect
 
     kwargs = dict(backend.target.mysql_kwargs)
@@ -111,3 +111,8 @@ async def _run_mysql(spec, backend, emit, step_timeout, poll) -> bool:
                 await backend.reset_sandbox()
         finally:
             pool.shutdown(wait=False)
+
+
+# each family's way to run a spec: PostgreSQL's own databases per spec, or the MySQL
+# family's sandbox
+_RUNNERS = {Family.POSTGRES: _run_pg, Family.MYSQL: _run_mysql}

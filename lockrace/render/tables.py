@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from ..dialects import dialect_for
+
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
@@ -35,13 +37,14 @@ def aligned(columns: list[str], rows: list[tuple], total: int | None = None) -> 
 
 def result_lines(result, flavor: str) -> list[str]:
     """What a client would print for one finished statement."""
+    dialect = dialect_for(flavor)
     if result.code or (result.failed and result.message):
         return [error_line(result, flavor)]
     out: list[str] = []
     for rs in result.result_sets or [result]:
         if rs.has_rows:
-            if flavor != "postgres" and not rs.rows:
-                out.append("Empty set")
+            if dialect.empty_result and not rs.rows:
+                out.append(dialect.empty_result)
             else:
                 out.extend(aligned(rs.columns, rs.rows, rs.total_rows))
         elif rs.tag:
@@ -50,10 +53,5 @@ def result_lines(result, flavor: str) -> list[str]:
 
 
 def error_line(result, flavor: str) -> str:
-    if flavor == "postgres":
-        if result.code:
-            return f"{result.severity or 'ERROR'}: {result.code}: {result.message}"
-        return f"ERROR: {result.message}"
-    if result.code:
-        return f"ERROR {result.code} ({result.sqlstate or 'HY000'}): {result.message}"
-    return f"ERROR: {result.message}"
+    """The error as the server's own client prints it (psql, mysql)."""
+    return dialect_for(flavor).error_text(result.code, result.message, result.severity, result.sqlstate)

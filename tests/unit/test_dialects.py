@@ -226,3 +226,13 @@ def test_where_lock_waits_are_read_and_what_bench_and_rehearse_may_ask():
     assert POSTGRES.transactional_ddl and not MYSQL_FAMILY.transactional_ddl
     assert "pgroll" in POSTGRES.migration_presets and "pgroll" not in MYSQL_FAMILY.migration_presets
     assert (POSTGRES.identifier_quote, MYSQL.identifier_quote) == ('"', "`")
+
+
+def test_answers_as_each_servers_client_prints_them():
+    assert POSTGRES.error_text("55P03", "could not obtain lock on row", "ERROR") == \
+        "ERROR: 55P03: could not obtain lock on row"
+    assert POSTGRES.error_text(None, "server closed the connection") == "ERROR: server closed the connection"
+    assert MYSQL.error_text("3572", "Statement aborted", sqlstate="HY000") == "ERROR 3572 (HY000): Statement aborted"
+    assert MARIADB.error_text("1064", "You have an error", sqlstate="42000") == "ERROR 1064 (42000): You have an error"
+    assert (POSTGRES.empty_result, MARIADB.empty_result, MYSQL.empty_result) == ("", "Empty set", "Empty set")
+    assert dialect_for("mysql") is MYSQL_FAMILY  # a transcript for any MySQL-family server

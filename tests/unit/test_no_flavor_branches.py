@@ -1,7 +1,10 @@
 """The engine asks a dialect (lockrace/dialects) what differs between the servers: no
-module of lockrace/engine, core, backends, lab, rehearse or locks compares anything with an
-engine or flavor name (==, !=, in, not in; a tuple, list or set of names counts too, and so
-does a member of the registry's Engine, Family or Flavor)."""
+module of lockrace/engine, core, backends, lab, rehearse, locks, render or isolation
+compares anything with an engine or flavor name (==, !=, in, not in; a tuple, list or
+set of names counts too, and so does a member of the registry's Engine, Family or
+Flavor).  The registry and the dialects are where those names belong; the app, the
+scenario model (which flavor an expectation is for) and the private servers (which
+binary, which way to initialise it) are not checked."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from support.paths import REPO
 ROOT = REPO / "lockrace"
 NAMES = {"postgres", "mysql", "mariadb", "mysql8", "galera"}
 ENUMS = {"Engine", "Family", "Flavor"}  # lockrace/registry.py
-PACKAGES = ("engine", "core", "backends", "lab", "rehearse", "locks")
+PACKAGES = ("engine", "core", "backends", "lab", "rehearse", "locks", "render", "isolation")
 
 
 def _modules():
