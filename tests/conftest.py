@@ -15,9 +15,11 @@ and runs in the MySQL pass.
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import os
 import re
+import shutil
 import tempfile
 
 import pytest
@@ -27,8 +29,12 @@ from support.flavor import private_mysql_flavor
 # fixtures of servers lockrace did not start (pg_dsn, mysql_dsn) and server_tmp
 pytest_plugins = ("support.servers", "support.dsn", "support.cli")
 
-# the app keeps its statement history across runs: the tests' own, not the user's
-os.environ.setdefault("LOCKRACE_HISTORY_DIR", tempfile.mkdtemp(prefix="lockrace-test-history-"))
+# the app keeps its statement history across runs: the tests' own, not the user's,
+# removed when the run ends (a directory given from outside is left alone)
+if "LOCKRACE_HISTORY_DIR" not in os.environ:
+    _HISTORY = tempfile.mkdtemp(prefix="lockrace-test-history-")
+    os.environ["LOCKRACE_HISTORY_DIR"] = _HISTORY
+    atexit.register(shutil.rmtree, _HISTORY, ignore_errors=True)
 
 _MYSQL_FIXTURES = {"mysql_server", "mysql_backend"}
 _NAMES_MYSQL = re.compile(r"mysql|mariadb", re.IGNORECASE)
