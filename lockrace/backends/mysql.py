@@ -885,7 +885,7 @@ class MySQLBackend(Backend):
                 # what SET ... = DEFAULT gives a session, and whether a lock wait timeout
                 # rolls back the whole transaction (read-only, server-wide)
                 dialect = mysql_dialect_of(version)
-                cur.execute(dialect.budgets_sql().replace("@@", "@@global.") + ", @@global.innodb_rollback_on_timeout")
+                cur.execute(dialect.budgets_sql("global.") + ", @@global.innodb_rollback_on_timeout")
                 *budgets, rollback = cur.fetchone()
                 perf = True
                 if dialect.lock_views_in_performance_schema:  # MySQL: are they there at all?

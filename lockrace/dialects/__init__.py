@@ -6,11 +6,11 @@ contract and docs/internals.md ("Dialects")."""
 
 from __future__ import annotations
 
+from ..registry import Family, Flavor, engine
 from .base import NOWAIT, Dialect
 from .mariadb import MARIADB
 from .mysql import MYSQL
 from .mysql_family import MySQLFamilyDialect
-from ..registry import Family, Flavor, engine
 from .postgres import POSTGRES
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (POSTGRES, MARIADB, MYSQL)}

@@ -62,11 +62,11 @@ class Dialect:
     transactional_ddl = False  # a migration's statements can run in one transaction
     identifier_quote = '"'
     table_options = ""  # what a CREATE TABLE of lockrace's own ends with
+    migration_presets: tuple[str, ...] = ()  # the migration tools whose defaults a policy may name
+    default_policies: tuple[str, ...] = ()  # what a rehearsal compares unless told otherwise
 
     # how the server's own command-line client prints an answer (psql, mysql)
     empty_result = ""  # a result set without rows: "" prints its header and (0 rows)
-    migration_presets: tuple[str, ...] = ()  # the migration tools whose defaults a policy may name
-    default_policies: tuple[str, ...] = ()  # what a rehearsal compares unless told otherwise
 
     # ------------------------------------------------------------ outcomes
     def classify(self, code: str | int | None, message: str, sql: str, connection_closed: bool = False) -> Outcome:

@@ -102,9 +102,11 @@ class MySQLFamilyDialect(Dialect):
         return f"{self.statement_limit} = {value:g}" if self.statement_limit_ms > 1 \
             else f"{self.statement_limit} = {int(value)}"
 
-    def budgets_sql(self) -> str:
-        """The session's three wait budgets, in ``budget_names``' units (see ``budgets_from``)."""
-        return f"SELECT @@innodb_lock_wait_timeout, @@lock_wait_timeout, @@{self.statement_limit}"
+    def budgets_sql(self, scope: str = "") -> str:
+        """The session's three wait budgets, in ``budget_names``' units (see ``budgets_from``);
+        ``scope="global."``: what SET ... = DEFAULT gives a session."""
+        return (f"SELECT @@{scope}innodb_lock_wait_timeout, @@{scope}lock_wait_timeout,"
+                f" @@{scope}{self.statement_limit}")
 
     def budgets_from(self, row) -> tuple[Budget, ...]:
         """The answer of ``budgets_sql`` as budgets in ms."""

@@ -211,6 +211,8 @@ def test_settings_lockrace_sets():
 
 def test_session_budgets_read_in_each_flavors_units():
     assert MYSQL.budgets_sql().endswith("@@max_execution_time")
+    assert MARIADB.budgets_sql("global.") == ("SELECT @@global.innodb_lock_wait_timeout, @@global.lock_wait_timeout,"
+                                              " @@global.max_statement_time")
     assert [(b.name, b.ms) for b in MYSQL.budgets_from((50, 31536000, 1500))] == [
         ("innodb_lock_wait_timeout", 50_000.0), ("lock_wait_timeout", 31_536_000_000.0), ("max_execution_time", 1500.0)]
     assert MARIADB.budgets_sql().endswith("@@max_statement_time")
